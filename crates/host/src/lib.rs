@@ -1,0 +1,28 @@
+//! A host that runs a Spin application's `spin.toml` on wasmtime, the way
+//! `spin up` does, for machines without the spin CLI and for component tests.
+//!
+//! - [`manifest`], [`variables`], [`routing`], [`outbound`], [`runtime_config`]:
+//!   pure models of Spin's configuration rules, unit-tested natively.
+//! - [`app`]: compile and pre-instantiate every component once, then one fresh
+//!   store per request; [`server`]: the HTTP front door.
+//! - [`outbound_http`]: the outgoing-request hook (allow-list, service
+//!   chaining, test redirects); [`spin_imports`] + [`key_value`]: Spin's own
+//!   interfaces.
+//! - [`testing`]: what tests need: ephemeral apps and counting mock upstreams.
+
+pub mod app;
+pub mod key_value;
+pub mod log;
+pub mod manifest;
+pub mod outbound;
+mod outbound_http;
+pub mod routing;
+pub mod runtime_config;
+pub mod server;
+mod spin_imports;
+mod state;
+pub mod testing;
+pub mod variables;
+
+pub use app::{App, AppOptions};
+pub use log::LogSink;

@@ -1,0 +1,126 @@
+//! A probe for the host tests. Each path under the component's route reports
+//! one capability as Spin gives it to a guest:
+//!
+//! - `/headers`: the request headers as JSON
+//! - `/var?<name>`: `fermyon:spin/variables.get(name)`
+//! - `/file?<path>`: read a file from the component's mounts
+//! - `/kv?<op>&<key>&<value>`: the default key-value store
+//! - `/fetch?<url>`: GET `url` and stream its body back chunk by chunk
+//! - `/echo`: stream the request body back as it arrives
+
+use futures::{SinkExt, StreamExt};
+use spin_sdk::http::{Fields, IncomingRequest, IncomingResponse, Method, OutgoingResponse, Request, ResponseOutparam};
+use spin_sdk::http_component;
+
+fn query_parts(req: &IncomingRequest) -> Vec<String> {
+    let path = req.path_with_query().unwrap_or_default();
+    let query = path.split_once('?').map(|(_, q)| q).unwrap_or("");
+    query.split('&').filter(|s| !s.is_empty()).map(percent_decode).collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn reply(out: ResponseOutparam, status: u16, body: String) {
+    let headers = Fields::from_list(&[("content-type".to_string(), b"text/plain".to_vec())]).unwrap();
+    let response = OutgoingResponse::new(headers);
+    response.set_status_code(status).unwrap();
+    let _ = out.set_with_body(response, body.into_bytes()).await;
+}
+
+#[http_component]
+async fn handle(req: IncomingRequest, out: ResponseOutparam) {
+    let path_info = req
+        .headers()
+        .get("spin-path-info")
+        .first()
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .unwrap_or_default();
+    let args = query_parts(&req);
+    match path_info.as_str() {
+        "/headers" => {
+            let map: serde_json::Map<String, serde_json::Value> = req
+                .headers()
+                .entries()
+                .into_iter()
+                .map(|(k, v)| (k, serde_json::Value::String(String::from_utf8_lossy(&v).into_owned())))
+                .collect();
+            reply(out, 200, serde_json::Value::Object(map).to_string()).await
+        }
+        "/var" => match spin_sdk::variables::get(args.first().map(String::as_str).unwrap_or("")) {
+            Ok(value) => reply(out, 200, value).await,
+            Err(e) => reply(out, 404, format!("{e:?}")).await,
+        },
+        "/file" => match std::fs::read_to_string(args.first().map(String::as_str).unwrap_or("")) {
+            Ok(text) => reply(out, 200, text).await,
+            Err(e) => reply(out, 404, format!("{:?}", e.kind())).await,
+        },
+        "/kv" => {
+            let result = (|| -> anyhow::Result<String> {
+                let store = spin_sdk::key_value::Store::open_default()?;
+                let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
+                Ok(match arg(0).as_str() {
+                    "set" => store.set(&arg(1), arg(2).as_bytes()).map(|_| "ok".to_string())?,
+                    "get" => store
+                        .get(&arg(1))?
+                        .map(|v| String::from_utf8_lossy(&v).into_owned())
+                        .unwrap_or_else(|| "<none>".into()),
+                    "open" => spin_sdk::key_value::Store::open(&arg(1)).map(|_| "ok".to_string())?,
+                    other => anyhow::bail!("unknown op {other}"),
+                })
+            })();
+            match result {
+                Ok(text) => reply(out, 200, text).await,
+                Err(e) => reply(out, 500, format!("{e:?}")).await,
+            }
+        }
+        "/fetch" => {
+            let url = args.first().cloned().unwrap_or_default();
+            let request = Request::builder().method(Method::Get).uri(url).build();
+            let upstream: IncomingResponse = match spin_sdk::http::send(request).await {
+                Ok(r) => r,
+                Err(e) => return reply(out, 502, format!("{e:?}")).await,
+            };
+            let headers = Fields::from_list(&[("content-type".to_string(), b"application/octet-stream".to_vec())]).unwrap();
+            let response = OutgoingResponse::new(headers);
+            response.set_status_code(upstream.status()).unwrap();
+            let mut body = response.take_body();
+            out.set(response);
+            // Keep `upstream` alive while streaming (dropping it cancels the request).
+            let mut chunks = upstream.take_body_stream();
+            while let Some(Ok(chunk)) = chunks.next().await {
+                if body.send(chunk).await.is_err() {
+                    return;
+                }
+            }
+        }
+        "/echo" => {
+            let response = OutgoingResponse::new(Fields::new());
+            response.set_status_code(200).unwrap();
+            let mut body = response.take_body();
+            out.set(response);
+            let mut chunks = req.into_body_stream();
+            while let Some(Ok(chunk)) = chunks.next().await {
+                if body.send(chunk).await.is_err() {
+                    return;
+                }
+            }
+        }
+        _ => reply(out, 404, "unknown probe".to_string()).await,
+    }
+}
