@@ -1,1 +1,42 @@
+//! The built-in upstream simulator for ratatoskr-web.
+//!
+//! A Spin HTTP component on a private route, reached only by service chaining at
+//! `http://simulator.spin.internal/...`. It serves the Ratatoskr sessions API and the
+//! Worldtree affect read exactly as the upstream wire contract (sections 1 and 2) fixes them,
+//! with live, changing data, so the operator console works with no outside service.
+//!
+//! Module map:
+//! - `handler` (wasm32 only): the Spin entry point — reads the request, checks bearers
+//!   against the component variables `consumer_key` / `admin_key`, dispatches, and
+//!   streams the SSE responses with real delays.
+//! - [`routes`]: path/method routing, query parsing, bearer comparison.
+//! - [`service`]: the state machine over the key-value store (sessions, running-turn
+//!   flag, cancel flag, dispatch state, affect log). Documents the KV keys.
+//! - [`catalog`]: the agents (sindra, brokkr, eitri) and their tools.
+//! - [`turn`]: the turn script (events and delays) for one user message.
+//! - [`admin`]: the deterministic admin event firehose.
+//! - [`affect`]: the affect (PAD + relation_edge/1) model.
+//! - [`sse`], [`time`], [`rng`], [`model`]: framing, RFC 3339, PRNG, serde types.
+//!
+//! Demo switches (details in `turn` and `catalog`):
+//! - turn text `/error`  -> the turn ends with an `error` event instead of `done`;
+//! - turn text `/slow`   -> ~0.35–1 s between deltas (12–25 s in all), to try cancel;
+//! - agent `eitri`       -> bifrost answers 403 `scope_denied`, and its affect snapshots
+//!   use the legacy flat `valence` instead of `relations`.
+//!
+//! Everything except `handler` is plain Rust: `cargo test -p simulator --lib` runs the
+//! unit tests natively.
 
+pub mod admin;
+pub mod affect;
+pub mod catalog;
+pub mod model;
+pub mod rng;
+pub mod routes;
+pub mod service;
+pub mod sse;
+pub mod time;
+pub mod turn;
+
+#[cfg(target_arch = "wasm32")]
+mod handler;

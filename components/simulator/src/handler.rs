@@ -1,0 +1,329 @@
+//! The Spin HTTP entry point: plumbing only. All decisions live in the pure modules.
+//!
+//! Responses are set on the outparam before any body byte is written, so headers leave
+//! at once; each SSE event is written (and flushed) as its own chunk. A failed write
+//! means the client is gone: the turn is wound up (flags cleared) and the handler ends.
+//!
+//! Keys are only ever compared, never written to a body or to stdout/stderr.
+
+use crate::admin::{live_sessions, AdminStream};
+use crate::catalog::AGENTS;
+use crate::rng::Rng;
+use crate::routes::{bearer_ok, query_param, route, split_path_query, Route, Scope};
+use crate::service::{ApiError, Kv, Sim, TurnTicket, BEAT_EVERY_MS};
+use crate::sse;
+use crate::turn;
+use futures::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use spin_sdk::http::{Fields, IncomingRequest, OutgoingResponse, ResponseOutparam};
+use spin_sdk::http_component;
+use spin_sdk::key_value::Store;
+
+/// Request bodies larger than this are refused (400).
+const MAX_BODY: usize = 64 * 1024;
+/// While waiting between turn events, look at the cancel flag this often.
+const CANCEL_POLL_MS: u64 = 100;
+/// The admin firehose re-reads the session list this often.
+const SESSIONS_REFRESH_MS: u64 = 5_000;
+
+struct SpinKv(Store);
+
+impl Kv for SpinKv {
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
+        self.0.get(key).map_err(|e| format!("{e:?}"))
+    }
+    fn set(&self, key: &str, value: &[u8]) -> Result<(), String> {
+        self.0.set(key, value).map_err(|e| format!("{e:?}"))
+    }
+    fn delete(&self, key: &str) -> Result<(), String> {
+        self.0.delete(key).map_err(|e| format!("{e:?}"))
+    }
+    fn keys(&self) -> Result<Vec<String>, String> {
+        self.0.get_keys().map_err(|e| format!("{e:?}"))
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn sleep_ms(ms: u64) {
+    if ms > 0 {
+        wasi::clocks::monotonic_clock::subscribe_duration(ms * 1_000_000).block();
+    }
+}
+
+fn seeded_rng() -> Rng {
+    Rng::new(wasi::random::random::get_random_u64())
+}
+
+fn variable(name: &str) -> String {
+    // Undefined or unreadable = empty = nothing is accepted.
+    spin_sdk::variables::get(name).unwrap_or_default()
+}
+
+fn open_kv() -> Result<SpinKv, ApiError> {
+    Store::open_default().map(SpinKv).map_err(|e| {
+        eprintln!("simulator: cannot open key-value store \"default\": {e:?}");
+        ApiError::Internal
+    })
+}
+
+fn header_values(req: &IncomingRequest, name: &str) -> Vec<Vec<u8>> {
+    let fields = req.headers();
+    let values = fields.get(name);
+    drop(fields);
+    values
+}
+
+fn headers(list: &[(&str, &str)]) -> Fields {
+    let entries: Vec<(String, Vec<u8>)> = list
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
+        .collect();
+    Fields::from_list(&entries).unwrap_or_else(|_| Fields::new())
+}
+
+async fn send_json(out: ResponseOutparam, status: u16, body: &Value, extra: &[(&str, &str)]) {
+    let mut list = vec![("content-type", "application/json; charset=utf-8")];
+    list.extend_from_slice(extra);
+    let resp = OutgoingResponse::new(headers(&list));
+    let _ = resp.set_status_code(status);
+    let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
+    let _ = out.set_with_body(resp, bytes).await;
+}
+
+async fn send_error(out: ResponseOutparam, err: ApiError) {
+    let allow;
+    let extra: &[(&str, &str)] = match &err {
+        ApiError::MethodNotAllowed(a) => {
+            allow = [("allow", *a)];
+            &allow
+        }
+        _ => &[],
+    };
+    send_json(out, err.status(), &err.body(), extra).await;
+}
+
+async fn read_body(req: IncomingRequest) -> Result<Vec<u8>, ApiError> {
+    let mut stream = req.into_body_stream();
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|_| ApiError::BadRequest("could not read the request body".into()))?;
+        if body.len() + chunk.len() > MAX_BODY {
+            return Err(ApiError::BadRequest("request body too large".into()));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Start a 200 SSE response and hand back its body sink.
+fn start_sse(
+    out: ResponseOutparam,
+) -> impl futures::Sink<Vec<u8>, Error = wasi::io::streams::StreamError> {
+    let resp = OutgoingResponse::new(headers(&[
+        ("content-type", "text/event-stream"),
+        ("cache-control", "no-cache"),
+    ]));
+    let _ = resp.set_status_code(200);
+    let body = resp.take_body();
+    out.set(resp);
+    body
+}
+
+#[http_component]
+async fn handle(req: IncomingRequest, out: ResponseOutparam) {
+    let method = req.method().to_string();
+    let path_query = req.path_with_query().unwrap_or_default();
+    let (path, query) = split_path_query(&path_query);
+    let route = match route(&method, path) {
+        Ok(r) => r,
+        Err(e) => return send_error(out, e).await,
+    };
+
+    let authorized = match route.scope() {
+        Scope::Public => true,
+        Scope::Consumer => bearer_ok(
+            &header_values(&req, "authorization"),
+            &variable("consumer_key"),
+        ),
+        Scope::Admin => bearer_ok(
+            &header_values(&req, "authorization"),
+            &variable("admin_key"),
+        ),
+    };
+    if !authorized {
+        return send_error(out, ApiError::Unauthorized).await;
+    }
+
+    if route == Route::Agents {
+        let agents: Vec<Value> = AGENTS
+            .iter()
+            .map(|a| json!({ "agent_id": a.id, "display_name": a.display_name }))
+            .collect();
+        return send_json(out, 200, &json!({ "agents": agents }), &[]).await;
+    }
+
+    let kv = match open_kv() {
+        Ok(kv) => kv,
+        Err(e) => return send_error(out, e).await,
+    };
+    let sim = Sim::new(&kv);
+    let mut rng = seeded_rng();
+
+    match route {
+        Route::Agents => unreachable!(),
+        Route::CreateSession => {
+            let result = match read_body(req).await {
+                Ok(body) => sim.create_session(&body, now_ms(), &mut rng),
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(created) => send_json(out, 201, &json!(created), &[]).await,
+                Err(e) => send_error(out, e).await,
+            }
+        }
+        Route::StartTurn { session_id } => {
+            // 404 for an unknown session before reading the body.
+            match sim.session(&session_id) {
+                Ok(Some(_)) => {}
+                Ok(None) => return send_error(out, ApiError::NotFound("unknown_session")).await,
+                Err(e) => return send_error(out, e).await,
+            }
+            let ticket = match read_body(req).await {
+                Ok(body) => sim.begin_turn(&session_id, &body, now_ms(), &mut rng),
+                Err(e) => Err(e),
+            };
+            match ticket {
+                Ok(ticket) => stream_turn(out, &sim, ticket, &mut rng).await,
+                Err(e) => send_error(out, e).await,
+            }
+        }
+        Route::CancelTurn {
+            session_id,
+            turn_id,
+        } => match sim.cancel(&session_id, &turn_id, now_ms()) {
+            Ok(()) => send_json(out, 202, &json!({}), &[]).await,
+            Err(e) => send_error(out, e).await,
+        },
+        Route::Tools { session_id } => match sim.tools(&session_id) {
+            Ok(inv) => send_json(out, 200, &inv, &[]).await,
+            Err(e) => send_error(out, e).await,
+        },
+        Route::Bifrost { session_id } => match sim.bifrost(&session_id, now_ms()) {
+            Ok(state) => send_json(out, 200, &json!(state), &[]).await,
+            Err(e) => send_error(out, e).await,
+        },
+        Route::Affect => match sim.affect(query_param(query, "agent_id").as_deref(), now_ms()) {
+            Ok(snap) => send_json(out, 200, &snap, &[]).await,
+            Err(e) => send_error(out, e).await,
+        },
+        Route::AdminEvents => {
+            let last_event_id = header_values(&req, "last-event-id")
+                .into_iter()
+                .next()
+                .and_then(|v| String::from_utf8(v).ok());
+            drop(req);
+            stream_admin(out, &sim, last_event_id).await
+        }
+    }
+}
+
+/// Wait `ms`, watching the cancel flag and keeping the running flag's beat fresh;
+/// true if a cancel was requested.
+fn wait_unless_cancelled(sim: &Sim<SpinKv>, t: &TurnTicket, ms: u64, last_beat: &mut u64) -> bool {
+    let mut left = ms;
+    loop {
+        if sim.cancel_requested(&t.session.session_id, &t.turn_id) {
+            return true;
+        }
+        let now = now_ms();
+        if now.saturating_sub(*last_beat) >= BEAT_EVERY_MS {
+            sim.beat(t, now);
+            *last_beat = now;
+        }
+        if left == 0 {
+            return false;
+        }
+        let step = left.min(CANCEL_POLL_MS);
+        sleep_ms(step);
+        left -= step;
+    }
+}
+
+async fn stream_turn(
+    out: ResponseOutparam,
+    sim: &Sim<'_, SpinKv>,
+    ticket: TurnTicket,
+    rng: &mut Rng,
+) {
+    let mut body = start_sse(out);
+    let script = turn::script(ticket.agent, &ticket.text, &ticket.turn_id, rng);
+    let mut last_beat = ticket.started_at_ms;
+    for ev in &script.events {
+        let first = ev.event == "turn.started";
+        if !first && wait_unless_cancelled(sim, &ticket, ev.delay_ms, &mut last_beat) {
+            sim.finish_turn(&ticket, "cancelled", now_ms(), rng);
+            let c = turn::cancelled_event(&ticket.turn_id);
+            let _ = body
+                .send(sse::json_frame(None, c.event, &c.data).into_bytes())
+                .await;
+            return;
+        }
+        if ev.is_terminal() {
+            // Clear the running flag before the client can see the end of the turn.
+            sim.finish_turn(&ticket, script.status, now_ms(), rng);
+        }
+        if body
+            .send(sse::json_frame(None, ev.event, &ev.data).into_bytes())
+            .await
+            .is_err()
+        {
+            if !ev.is_terminal() {
+                sim.finish_turn(&ticket, "disconnected", now_ms(), rng);
+            }
+            return;
+        }
+    }
+}
+
+async fn stream_admin(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, last_event_id: Option<String>) {
+    let mut body = start_sse(out);
+    let mut sessions = sim.session_ids();
+    let mut refreshed_at = now_ms();
+    let (mut stream, replay) = AdminStream::start(
+        last_event_id.as_deref(),
+        refreshed_at,
+        live_sessions(&sessions),
+    );
+    for ev in replay {
+        if body
+            .send(sse::json_frame(Some(ev.id), ev.event, &ev.data).into_bytes())
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+    loop {
+        let now = now_ms();
+        if now.saturating_sub(refreshed_at) >= SESSIONS_REFRESH_MS {
+            sessions = sim.session_ids();
+            refreshed_at = now;
+        }
+        let ev = stream.next(now, live_sessions(&sessions));
+        sleep_ms(ev.at_ms.saturating_sub(now_ms()));
+        if body
+            .send(sse::json_frame(Some(ev.id), ev.event, &ev.data).into_bytes())
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}

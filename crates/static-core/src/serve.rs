@@ -1,0 +1,387 @@
+//! One request in, one reply out: every decision of the static-file component.
+//!
+//! The component only translates the Spin request into a [`RequestHead`] and the
+//! [`Reply`] back into a response, so everything here is tested natively.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use crate::csp::{content_security_policy, inline_hashes, InlineHashes, ERROR_CSP};
+use crate::encoding::{negotiate, Encoding};
+use crate::etag::{if_none_match_matches, metadata_etag, variant_etag};
+use crate::media::{media_type_for, MediaType};
+use crate::path::sanitize_request_path;
+use crate::sidecar::{sidecar_rel_path, variant_rel_path, Sidecar, SourceStamp};
+
+/// Sidecars are a few hundred bytes; anything bigger is not ours.
+const MAX_SIDECAR_BYTES: u64 = 64 * 1024;
+
+/// Revalidate everything: asset names carry no content hash, so any max-age could pair
+/// a new page with stale CSS/JS after a deploy, and a revalidation here is a 304 that
+/// costs one stat and one small sidecar read.
+pub const CACHE_CONTROL: &str = "no-cache";
+const ERROR_CACHE_CONTROL: &str = "no-store";
+
+pub const ALLOW: &str = "GET, HEAD";
+
+/// Where the component finds its files.
+#[derive(Clone, Debug)]
+pub struct Site {
+    /// The site itself (spin.toml mounts `static/` at `/site`).
+    pub root: PathBuf,
+    /// Output of `precompress` (mounted at `/precompressed`); may be missing or stale.
+    pub precompressed: PathBuf,
+}
+
+impl Site {
+    pub fn new(root: impl Into<PathBuf>, precompressed: impl Into<PathBuf>) -> Site {
+        Site {
+            root: root.into(),
+            precompressed: precompressed.into(),
+        }
+    }
+
+    /// The mounts spin.toml gives the component.
+    pub fn spin_mounts() -> Site {
+        Site::new("/site", "/precompressed")
+    }
+}
+
+/// The parts of a request that matter here.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestHead<'a> {
+    pub method: &'a str,
+    /// Raw (percent-encoded) path without query, e.g. from `spin-path-info`.
+    pub path: &'a str,
+    pub accept_encoding: Option<&'a str>,
+    pub if_none_match: Option<&'a str>,
+}
+
+/// The response to send. Header names are lowercase.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: ReplyBody,
+}
+
+#[derive(Debug)]
+pub enum ReplyBody {
+    /// No body (HEAD, 304). Content-Length, if present, describes the GET body.
+    Empty,
+    Bytes(Vec<u8>),
+    /// Stream exactly `len` bytes from this already-open file.
+    File {
+        file: File,
+        len: u64,
+    },
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The whole body in memory (tests, and callers that don't stream).
+    pub fn into_body_bytes(self) -> io::Result<Vec<u8>> {
+        match self.body {
+            ReplyBody::Empty => Ok(Vec::new()),
+            ReplyBody::Bytes(bytes) => Ok(bytes),
+            ReplyBody::File { file, len } => {
+                let mut bytes = Vec::new();
+                file.take(len).read_to_end(&mut bytes)?;
+                Ok(bytes)
+            }
+        }
+    }
+
+    pub fn not_found(head_only: bool) -> Reply {
+        error_reply(404, r#"{"error_code":"not_found"}"#, head_only)
+    }
+
+    pub fn method_not_allowed() -> Reply {
+        let mut reply = error_reply(405, r#"{"error_code":"method_not_allowed"}"#, false);
+        reply.headers.push(("allow", ALLOW.to_owned()));
+        reply
+    }
+
+    pub fn internal_error(head_only: bool) -> Reply {
+        error_reply(500, r#"{"error_code":"internal_error"}"#, head_only)
+    }
+}
+
+fn error_reply(status: u16, body: &'static str, head_only: bool) -> Reply {
+    let mut headers = security_headers();
+    headers.extend([
+        ("content-type", "application/json".to_owned()),
+        ("content-length", body.len().to_string()),
+        ("cache-control", ERROR_CACHE_CONTROL.to_owned()),
+        ("content-security-policy", ERROR_CSP.to_owned()),
+    ]);
+    let body = if head_only {
+        ReplyBody::Empty
+    } else {
+        ReplyBody::Bytes(body.as_bytes().to_vec())
+    };
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn security_headers() -> Vec<(&'static str, String)> {
+    vec![
+        ("x-content-type-options", "nosniff".to_owned()),
+        ("referrer-policy", "no-referrer".to_owned()),
+    ]
+}
+
+/// The request path Spin gives us: `spin-path-info` (relative to the `/...` route;
+/// empty means the route's root), else the path of the request URI.
+pub fn request_path<'a>(
+    spin_path_info: Option<&'a str>,
+    path_with_query: Option<&'a str>,
+) -> &'a str {
+    match spin_path_info {
+        Some("") => "/",
+        Some(path) => path,
+        None => {
+            let uri_path = path_with_query.unwrap_or("");
+            uri_path.split_once('?').map_or(uri_path, |(path, _)| path)
+        }
+    }
+}
+
+/// All values of a repeated header as one comma-separated field (RFC 9110 §5.3).
+/// Bytes that aren't UTF-8 become U+FFFD, which matches no token or tag.
+pub fn join_field_values(values: &[Vec<u8>]) -> Option<String> {
+    if values.is_empty() {
+        return None;
+    }
+    let parts: Vec<_> = values.iter().map(|v| String::from_utf8_lossy(v)).collect();
+    Some(parts.join(", "))
+}
+
+/// Answers one request. Never panics; I/O trouble other than "no such file" is a 500.
+pub fn serve(site: &Site, request: &RequestHead<'_>) -> Reply {
+    let head_only = match request.method {
+        "GET" => false,
+        "HEAD" => true,
+        _ => return Reply::method_not_allowed(),
+    };
+    let Ok(rel) = sanitize_request_path(request.path) else {
+        return Reply::not_found(head_only);
+    };
+    match serve_file(site, rel.as_str(), request, head_only) {
+        Ok(reply) => reply,
+        Err(error) if means_not_found(&error) => Reply::not_found(head_only),
+        Err(_) => Reply::internal_error(head_only),
+    }
+}
+
+fn means_not_found(error: &io::Error) -> bool {
+    use io::ErrorKind::*;
+    matches!(
+        error.kind(),
+        NotFound | NotADirectory | IsADirectory | PermissionDenied | InvalidFilename | InvalidInput
+    )
+}
+
+fn serve_file(
+    site: &Site,
+    rel: &str,
+    request: &RequestHead<'_>,
+    head_only: bool,
+) -> io::Result<Reply> {
+    let source = File::open(site.root.join(rel))?;
+    let metadata = source.metadata()?;
+    if !metadata.is_file() {
+        return Ok(Reply::not_found(head_only));
+    }
+    let stamp = SourceStamp::from_metadata(&metadata);
+    let media = media_type_for(rel);
+
+    // Trust the build step's work only while the source is exactly as it saw it.
+    let sidecar = read_sidecar(&site.precompressed, rel)
+        .filter(|s| s.is_fresh_for(&stamp))
+        .filter(|s| !media.is_html || s.csp.is_some());
+
+    let (base_etag, available, mut csp) = match &sidecar {
+        Some(s) => {
+            let available = if media.compressible {
+                s.encodings()
+            } else {
+                Vec::new()
+            };
+            (s.etag.clone(), available, s.csp.clone())
+        }
+        None => (metadata_etag(&stamp), Vec::new(), None),
+    };
+    let mut encoding = negotiate(request.accept_encoding, &available);
+
+    // The sidecar vouches for the variant, so a 304 needs no further I/O.
+    if let Some(if_none_match) = request.if_none_match {
+        let etag = variant_etag(&base_etag, encoding);
+        if if_none_match_matches(if_none_match, &etag) {
+            let headers = validator_headers(media, &etag, csp.as_ref());
+            return Ok(Reply {
+                status: 304,
+                headers,
+                body: ReplyBody::Empty,
+            });
+        }
+    }
+
+    // A variant missing or damaged since the build: negotiate again without it.
+    let mut available = available;
+    let mut body = None;
+    while encoding != Encoding::Identity {
+        let recorded = sidecar.as_ref().and_then(|s| s.variant_size(encoding));
+        if let Some((file, len)) = open_variant(&site.precompressed, rel, encoding, recorded) {
+            body = Some(ReplyBody::File { file, len });
+            break;
+        }
+        available.retain(|e| *e != encoding);
+        encoding = negotiate(request.accept_encoding, &available);
+    }
+    let body = match body {
+        Some(body) => body,
+        None if media.is_html && csp.is_none() => {
+            // Stale or missing sidecar: hash the page now so its inline code still runs.
+            let mut bytes = Vec::with_capacity(usize::try_from(stamp.size).unwrap_or(0));
+            (&source).take(stamp.size).read_to_end(&mut bytes)?;
+            csp = Some(inline_hashes(&bytes));
+            ReplyBody::Bytes(bytes)
+        }
+        None => ReplyBody::File {
+            file: source,
+            len: stamp.size,
+        },
+    };
+    let content_length = match &body {
+        ReplyBody::Empty => 0,
+        ReplyBody::Bytes(bytes) => bytes.len() as u64,
+        ReplyBody::File { len, .. } => *len,
+    };
+
+    let etag = variant_etag(&base_etag, encoding);
+    let mut headers = validator_headers(media, &etag, csp.as_ref());
+    headers.push(("content-type", media.content_type.to_owned()));
+    headers.push(("content-length", content_length.to_string()));
+    if let Some(coding) = encoding.content_encoding() {
+        headers.push(("content-encoding", coding.to_owned()));
+    }
+    let body = if head_only { ReplyBody::Empty } else { body };
+    Ok(Reply {
+        status: 200,
+        headers,
+        body,
+    })
+}
+
+/// Headers shared by a 200 and its 304 (RFC 9110 §15.4.5).
+fn validator_headers(
+    media: MediaType,
+    etag: &str,
+    csp: Option<&InlineHashes>,
+) -> Vec<(&'static str, String)> {
+    let mut headers = security_headers();
+    headers.push(("etag", etag.to_owned()));
+    headers.push(("cache-control", CACHE_CONTROL.to_owned()));
+    if media.compressible {
+        headers.push(("vary", "Accept-Encoding".to_owned()));
+    }
+    if media.is_html {
+        headers.push(("x-frame-options", "DENY".to_owned()));
+        // A 304 without the hashes (stale sidecar) sends no CSP, so the cached one stays.
+        if let Some(csp) = csp {
+            headers.push(("content-security-policy", content_security_policy(csp)));
+        }
+    }
+    headers
+}
+
+fn read_sidecar(precompressed: &Path, rel: &str) -> Option<Sidecar> {
+    let file = File::open(precompressed.join(sidecar_rel_path(rel))).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SIDECAR_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() as u64 > MAX_SIDECAR_BYTES {
+        return None;
+    }
+    Sidecar::parse(&bytes)
+}
+
+/// The variant file, if it is there with the size the sidecar recorded.
+fn open_variant(
+    precompressed: &Path,
+    rel: &str,
+    encoding: Encoding,
+    recorded: Option<u64>,
+) -> Option<(File, u64)> {
+    let recorded = recorded?;
+    let file = File::open(precompressed.join(variant_rel_path(rel, encoding)?)).ok()?;
+    let metadata = file.metadata().ok()?;
+    (metadata.is_file() && metadata.len() == recorded).then_some((file, recorded))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_path_prefers_spin_path_info() {
+        assert_eq!(
+            request_path(Some("/app.css"), Some("/app.css?x=1")),
+            "/app.css"
+        );
+        assert_eq!(request_path(Some(""), Some("/")), "/");
+        assert_eq!(request_path(None, Some("/a/b.js?v=2")), "/a/b.js");
+        assert_eq!(request_path(None, Some("/a")), "/a");
+        assert_eq!(request_path(None, None), "");
+    }
+
+    #[test]
+    fn repeated_fields_are_joined() {
+        assert_eq!(join_field_values(&[]), None);
+        assert_eq!(
+            join_field_values(&[b"\"a\"".to_vec()]).as_deref(),
+            Some("\"a\"")
+        );
+        assert_eq!(
+            join_field_values(&[b"\"a\"".to_vec(), b"W/\"b\"".to_vec()]).as_deref(),
+            Some("\"a\", W/\"b\"")
+        );
+        assert_eq!(
+            join_field_values(&[vec![0xff]]).as_deref(),
+            Some("\u{fffd}")
+        );
+    }
+
+    #[test]
+    fn error_replies_are_fixed_and_hardened() {
+        for reply in [
+            Reply::not_found(false),
+            Reply::method_not_allowed(),
+            Reply::internal_error(false),
+        ] {
+            assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
+            assert_eq!(reply.header("referrer-policy"), Some("no-referrer"));
+            assert_eq!(reply.header("content-type"), Some("application/json"));
+            let len: usize = reply.header("content-length").unwrap().parse().unwrap();
+            assert_eq!(reply.into_body_bytes().unwrap().len(), len);
+        }
+        assert_eq!(
+            Reply::method_not_allowed().header("allow"),
+            Some("GET, HEAD")
+        );
+        assert_eq!(Reply::method_not_allowed().status, 405);
+        assert!(Reply::not_found(true).into_body_bytes().unwrap().is_empty());
+    }
+}
