@@ -5,6 +5,8 @@
 //!
 //! Each scenario: 200 warm-up requests, then N (default 3000) sequential
 //! requests on one keep-alive connection; p50/p99 latency and requests/s.
+//! The static scenarios serve a generated 32 KB index.html (the size the
+//! spin-fileserver comparison was measured at), precompressed as the build does.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -44,6 +46,7 @@ async fn run(
         for (k, v) in headers {
             request = request.header(*k, *v);
         }
+        sender.ready().await.unwrap();
         let response = sender.send_request(request.body(Empty::new()).unwrap()).await.unwrap();
         assert_eq!(response.status().as_u16(), expect_status, "{name}");
         response.into_body().collect().await.unwrap();
@@ -78,7 +81,8 @@ async fn main() {
     require_wasm("static_files.wasm");
     require_wasm("probe.wasm");
     let upstream = MockUpstream::start(|_| async { respond(200, "text/plain", "ok") }).await;
-    let app = TestApp::start(TestAppOptions::new(fixture("bench.toml")).redirect("upstream.test:80", &upstream))
+    let site = bench_site();
+    let app = TestApp::start(TestAppOptions::new(site.join("spin.toml")).redirect("upstream.test:80", &upstream))
         .await
         .unwrap();
 
@@ -114,4 +118,43 @@ async fn main() {
         "- 304 revalidation: {:.0}% of the trivial-component rate (target >= 60%)",
         100.0 * revalidate.per_sec / trivial.per_sec
     );
+}
+
+/// A temp app: the static component over a 32 KB page, and the probe.
+fn bench_site() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ratatoskr-bench-{}", std::process::id()));
+    let static_dir = dir.join("static");
+    std::fs::create_dir_all(&static_dir).unwrap();
+    let mut page = String::from("<!doctype html><html><head><title>bench</title><style>body{font:14px sans-serif}</style></head><body>\n");
+    let mut i = 0;
+    while page.len() < 32 * 1024 - 200 {
+        page.push_str(&format!("<div class=\"row\" id=\"r{i}\"><span>session s_{i:08x}</span> <em>turn t_{:08x}</em></div>\n", i * 7919));
+        i += 1;
+    }
+    page.push_str("<script>document.title = 'bench';</script></body></html>\n");
+    std::fs::write(static_dir.join("index.html"), page).unwrap();
+    static_core::precompress::precompress_dir(&static_dir, &dir.join("precompressed")).unwrap();
+    let wasm = |name: &str| require_wasm(name).display().to_string();
+    let manifest = format!(
+        r#"spin_manifest_version = 2
+[application]
+name = "host-bench"
+[[trigger.http]]
+route = "/..."
+component = "static-files"
+[[trigger.http]]
+route = "/probe/..."
+component = "probe"
+[component.static-files]
+source = "{static_wasm}"
+files = [{{ source = "static", destination = "/site" }}, {{ source = "precompressed", destination = "/precompressed" }}]
+[component.probe]
+source = "{probe_wasm}"
+allowed_outbound_hosts = ["http://upstream.test"]
+"#,
+        static_wasm = wasm("static_files.wasm"),
+        probe_wasm = wasm("probe.wasm"),
+    );
+    std::fs::write(dir.join("spin.toml"), manifest).unwrap();
+    dir
 }
