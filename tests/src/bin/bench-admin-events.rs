@@ -1,0 +1,213 @@
+//! The admin-events proxy under load, against the same upstream read directly,
+//! in one run:
+//!
+//!   cargo run --profile host -p component-tests --bin bench-admin-events
+//!
+//! 1. Added latency per event at 1,000 events/s (p50/p99 of send->receive,
+//!    through /api/admin/events vs reading the mock upstream directly).
+//! 2. Sustained events/s through one proxied stream (upstream as fast as it can).
+//! 3. Memory: host RSS growth per open admin stream, 200 streams held open.
+//!
+//! Everything (mock upstream, host, client) runs in this process on loopback.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use component_tests::*;
+use futures::StreamExt;
+use ratatoskr_host::testing::MockBody;
+
+const ADMIN_KEY: &str = "bench-admin-key-0123456789";
+
+fn frame(id: u64) -> String {
+    format!(
+        "id: {id}\nevent: turn.started\ndata: {{\"session_id\":\"s_bench\",\"turn_id\":\"t_{id:08x}\",\"timestamp\":\"2026-12-02T10:00:00Z\",\"agent_id\":\"sindra\",\"model\":\"sim-large\"}}\n\n"
+    )
+}
+
+/// What the mock does for each admin-stream request.
+#[derive(Clone)]
+enum Script {
+    /// `n` events at `per_sec`, recording each send time by id.
+    Paced { n: u64, per_sec: u64, sent: Arc<Mutex<Vec<Option<Instant>>>> },
+    /// `n` events as fast as the connection takes them (64 KiB writes).
+    Flood { n: u64 },
+    /// Nothing, forever (memory test).
+    Quiet,
+}
+
+async fn upstream(script: Arc<Mutex<Script>>) -> MockUpstream {
+    MockUpstream::start(move |_| {
+        let script = script.lock().unwrap().clone();
+        async move {
+            let (tx, response) = streaming(200, "text/event-stream");
+            tokio::spawn(async move {
+                match script {
+                    Script::Paced { n, per_sec, sent } => {
+                        let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / per_sec));
+                        for id in 0..n {
+                            tick.tick().await;
+                            sent.lock().unwrap()[id as usize] = Some(Instant::now());
+                            if tx.send(Bytes::from(frame(id))).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Script::Flood { n } => {
+                        let mut chunk = String::new();
+                        for id in 0..n {
+                            chunk.push_str(&frame(id));
+                            if chunk.len() > 64 * 1024 {
+                                if tx.send(Bytes::from(std::mem::take(&mut chunk))).is_err() {
+                                    return;
+                                }
+                                tokio::task::yield_now().await;
+                            }
+                        }
+                        let _ = tx.send(Bytes::from(chunk));
+                    }
+                    Script::Quiet => {
+                        std::future::pending::<()>().await;
+                        drop(tx);
+                    }
+                }
+                // Keep the stream open a moment so the proxy sees events, not a drop.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            });
+            let response: http::Response<MockBody> = response;
+            response
+        }
+    })
+    .await
+}
+
+/// Reads `n` events from `url`, calling `on_event(id, received_at)`.
+async fn read_events(url: &str, n: u64, admin: bool, mut on_event: impl FnMut(u64, Instant)) {
+    let mut request = client().get(url);
+    if admin {
+        request = request.header("authorization", format!("Bearer {ADMIN_KEY}"));
+    }
+    let mut body = request.send().await.unwrap().bytes_stream();
+    let mut parser = sse::Parser::new();
+    let mut items = Vec::new();
+    let mut seen = 0;
+    while seen < n {
+        let Some(chunk) = body.next().await else { break };
+        let now = Instant::now();
+        parser.feed(&chunk.unwrap(), &mut items).unwrap();
+        for item in items.drain(..) {
+            if let sse::Item::Event(e) = item {
+                if e.event == "stream_error" {
+                    panic!("stream_error: {}", e.data);
+                }
+                if let Some(id) = e.id.as_deref().and_then(|i| i.parse().ok()) {
+                    on_event(id, now);
+                    seen += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(seen, n, "{url}: stream ended early");
+}
+
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1e3)
+}
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+async fn latency(url: &str, admin: bool, script: &Arc<Mutex<Script>>, n: u64) -> (Duration, Duration) {
+    let sent = Arc::new(Mutex::new(vec![None; n as usize]));
+    *script.lock().unwrap() = Script::Paced { n, per_sec: 1000, sent: sent.clone() };
+    let mut latencies = Vec::with_capacity(n as usize);
+    read_events(url, n, admin, |id, at| {
+        let sent_at = sent.lock().unwrap()[id as usize].expect("received before sent");
+        latencies.push(at - sent_at);
+    })
+    .await;
+    latencies.sort();
+    (percentile(&latencies, 50), percentile(&latencies, 99))
+}
+
+async fn throughput(url: &str, admin: bool, script: &Arc<Mutex<Script>>, n: u64) -> f64 {
+    *script.lock().unwrap() = Script::Flood { n };
+    let started = Instant::now();
+    read_events(url, n, admin, |_, _| {}).await;
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+#[tokio::main]
+async fn main() {
+    require_wasm("debug_api.wasm");
+    let script = Arc::new(Mutex::new(Script::Quiet));
+    let mock = upstream(script.clone()).await;
+    let app = TestApp::start(
+        TestAppOptions::new(repo_root().join("spin.toml"))
+            .variable("upstream_url", "http://upstream.test")
+            .variable("upstream_origin", "http://upstream.test")
+            .variable("admin_key", ADMIN_KEY)
+            .redirect("upstream.test:80", &mock),
+    )
+    .await
+    .unwrap();
+    let direct = format!("http://{}/v1/admin/events", mock.addr);
+    let proxied = app.url("/api/admin/events?session_id=s_bench");
+
+    // Warm-up: compile caches, connection paths.
+    latency(&proxied, false, &script, 200).await;
+
+    let n = 3000;
+    let (d50, d99) = latency(&direct, true, &script, n).await;
+    let (p50, p99) = latency(&proxied, false, &script, n).await;
+    println!("### Per-event latency at 1,000 events/s ({n} events)\n");
+    println!("| path | p50 ms | p99 ms |\n|---|---|---|");
+    println!("| upstream read directly (baseline) | {} | {} |", ms(d50), ms(d99));
+    println!("| through /api/admin/events | {} | {} |", ms(p50), ms(p99));
+    println!(
+        "\n- added: p50 {} ms, p99 {} ms (target: added p99 <= 0.5 ms)\n",
+        ms(p50.saturating_sub(d50)),
+        ms(p99.saturating_sub(d99))
+    );
+
+    let flood = 200_000;
+    let direct_rate = throughput(&direct, true, &script, flood).await;
+    let proxied_rate = throughput(&proxied, false, &script, flood).await;
+    println!("### Sustained throughput, one stream ({flood} events)\n");
+    println!("| path | events/s |\n|---|---|");
+    println!("| upstream read directly (baseline) | {direct_rate:.0} |");
+    println!("| through /api/admin/events | {proxied_rate:.0} |");
+    println!("\n- proxied / direct: {:.2} (target: >= 50,000 events/s proxied)\n", proxied_rate / direct_rate);
+
+    *script.lock().unwrap() = Script::Quiet;
+    let streams = 200;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = rss_kib();
+    let mut open = Vec::new();
+    for _ in 0..streams {
+        let response = client().get(&proxied).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        open.push(response);
+    }
+    // Every stream has reached the upstream (each holds one mock connection).
+    assert!(mock.wait_for_open_connections(streams, Duration::from_secs(20)).await.is_some());
+    let after = rss_kib();
+    println!("### Memory, {streams} concurrently open admin streams\n");
+    println!(
+        "- process RSS {} MiB -> {} MiB: {:.0} KiB per open stream (host instance + its upstream connection + the client's)\n",
+        before / 1024,
+        after / 1024,
+        (after.saturating_sub(before)) as f64 / streams as f64
+    );
+    drop(open);
+    let closed = mock.wait_for_open_connections(0, Duration::from_secs(5)).await;
+    println!("- all {streams} upstream connections closed {} after the clients left", closed.map(|d| format!("{} ms", d.as_millis())).unwrap_or("NOT".into()));
+}
