@@ -162,6 +162,43 @@ async fn key_value_persists_across_instances_and_labels_are_checked() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn sqlite_runs_parameterised_statements_and_checks_labels() {
+    let app = probe_app(None).await;
+    let sql = |q: &str| {
+        let url = app.url(&format!("/probe/sqlite?{q}"));
+        async move {
+            let r = client().get(url).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    assert_eq!(sql("default&CREATE%20TABLE%20t%20(name%20TEXT)").await.0, 200);
+    let evil = "x%27);%20DROP%20TABLE%20t;--";
+    assert_eq!(sql(&format!("default&INSERT%20INTO%20t%20VALUES%20(?)&{evil}")).await.0, 200);
+    let (status, body) = sql("default&SELECT%20name%20FROM%20t").await;
+    assert_eq!(status, 200);
+    assert!(body.contains("DROP TABLE t"), "the parameter was stored as text: {body}");
+    // A fresh instance sees the same database.
+    let (_, count) = sql("default&SELECT%20count(*)%20FROM%20t").await;
+    assert!(count.contains("Integer(1)"), "{count}");
+    let (status, body) = sql("other&SELECT%201").await;
+    assert_eq!(status, 500);
+    assert!(body.contains("AccessDenied"), "{body}");
+    // The deeper component lists no database at all.
+    let r = client().get(app.url("/probe/deeper/sqlite?default&SELECT%201")).send().await.unwrap();
+    assert!(r.text().await.unwrap().contains("AccessDenied"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tests_can_move_the_guests_wall_clock() {
+    let app = probe_app(None).await;
+    let now = || async { client().get(app.url("/probe/now")).send().await.unwrap().text().await.unwrap().parse::<u64>().unwrap() };
+    let before = now().await;
+    app.app.clock().advance(Duration::from_secs(1801));
+    let after = now().await;
+    assert!((1801..1805).contains(&(after - before)), "{before} -> {after}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn outbound_requests_obey_the_allow_list() {
     let mock = MockUpstream::start(|_| async { respond(200, "text/plain", "from upstream") }).await;
     let app = probe_app(Some(&mock)).await;

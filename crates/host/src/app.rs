@@ -20,7 +20,9 @@ use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use wasmtime_wasi_http::WasiHttpView;
 
+use crate::clock::Clock;
 use crate::key_value::KeyValueStores;
+use crate::sqlite::SqliteDatabases;
 use crate::log::{GuestOutput, LogSink};
 use crate::manifest::Manifest;
 use crate::outbound::AllowedHosts;
@@ -46,6 +48,7 @@ pub struct ComponentConfig {
     pub id: String,
     pub variables: ComponentVariables,
     pub key_value_stores: HashSet<String>,
+    pub sqlite_databases: HashSet<String>,
     pub allowed_hosts: AllowedHosts,
     pub mounts: Vec<(PathBuf, String)>,
     pub environment: Vec<(String, String)>,
@@ -60,6 +63,8 @@ pub struct AppInner {
     router: Router,
     components: HashMap<String, LoadedComponent>,
     pub(crate) key_value: KeyValueStores,
+    pub(crate) sqlite: SqliteDatabases,
+    pub(crate) clock: Clock,
     pub(crate) redirects: HashMap<String, SocketAddr>,
     pub(crate) log: LogSink,
 }
@@ -140,6 +145,7 @@ impl App {
             options.log.line(&format!("warning: {warning}"));
         }
         let key_value = KeyValueStores::open(&options.runtime_config.key_value_stores)?;
+        let sqlite = SqliteDatabases::open(&options.runtime_config.sqlite_databases)?;
 
         let engine = engine()?;
         let mut linker = Linker::<RequestState>::new(&engine);
@@ -175,6 +181,7 @@ impl App {
                 variables: ComponentVariables::new(&decl.variables, &variables)
                     .with_context(|| format!("component '{id}' variables"))?,
                 key_value_stores: decl.key_value_stores.iter().cloned().collect(),
+                sqlite_databases: decl.sqlite_databases.iter().cloned().collect(),
                 allowed_hosts: AllowedHosts::parse(&decl.allowed_outbound_hosts, &variables)
                     .with_context(|| format!("component '{id}' allowed_outbound_hosts"))?,
                 mounts,
@@ -199,6 +206,8 @@ impl App {
             router,
             components,
             key_value,
+            sqlite,
+            clock: Clock::default(),
             redirects: options.redirects,
             log: options.log,
         };
@@ -207,6 +216,11 @@ impl App {
 
     pub fn log(&self) -> &LogSink {
         &self.inner.log
+    }
+
+    /// The wall clock guests see (tests move it to expire tokens and sessions).
+    pub fn clock(&self) -> &Clock {
+        &self.inner.clock
     }
 
     pub fn route(&self, path: &str) -> Option<RouteMatch> {
@@ -259,6 +273,7 @@ impl AppInner {
         // Mounted files are small local reads: doing them inline beats a hop
         // through tokio's blocking pool per call (it doubled a 304's cost).
         wasi.allow_blocking_current_thread(true);
+        wasi.wall_clock(self.clock.clone());
         for (host_dir, guest_dir) in &config.mounts {
             wasi.preopened_dir(host_dir, guest_dir, FsPerms::ReadOnly)
                 .map_err(anyhow::Error::from)

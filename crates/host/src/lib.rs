@@ -6,11 +6,12 @@
 //! - [`app`]: compile and pre-instantiate every component once, then one fresh
 //!   store per request; [`server`]: the HTTP front door.
 //! - [`outbound_http`]: the outgoing-request hook (allow-list, service
-//!   chaining, test redirects); [`spin_imports`] + [`key_value`]: Spin's own
-//!   interfaces.
+//!   chaining, test redirects); [`spin_imports`] + [`key_value`] + [`sqlite`]:
+//!   Spin's own interfaces; [`clock`]: a wall clock tests can move.
 //! - [`testing`]: what tests need: ephemeral apps and counting mock upstreams.
 
 pub mod app;
+pub mod clock;
 pub mod key_value;
 pub mod log;
 pub mod manifest;
@@ -20,6 +21,7 @@ pub mod routing;
 pub mod runtime_config;
 pub mod server;
 mod spin_imports;
+pub mod sqlite;
 mod state;
 pub mod testing;
 pub mod variables;

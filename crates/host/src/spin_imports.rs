@@ -14,11 +14,15 @@ mod bindings {
         imports: { default: trappable },
         with: {
             "fermyon:spin/key-value.store": crate::key_value::KeyValueStore,
+            "spin:sqlite/sqlite.connection": crate::sqlite::SqliteConnection,
         },
     });
 }
 
 use bindings::fermyon::spin::{key_value, variables};
+use bindings::spin::sqlite::sqlite;
+
+use crate::sqlite::{SqlValue, SqliteConnection};
 
 /// The slice of per-request state the Spin imports need.
 struct SpinImports;
@@ -30,6 +34,7 @@ impl HasData for SpinImports {
 pub fn add_to_linker(linker: &mut Linker<RequestState>) -> anyhow::Result<()> {
     variables::add_to_linker::<RequestState, SpinImports>(linker, |s| s)?;
     key_value::add_to_linker::<RequestState, SpinImports>(linker, |s| s)?;
+    sqlite::add_to_linker::<RequestState, SpinImports>(linker, |s| s)?;
     Ok(())
 }
 
@@ -79,5 +84,72 @@ impl key_value::HostStore for RequestState {
     fn drop(&mut self, store: Resource<KeyValueStore>) -> wasmtime::Result<()> {
         self.table.delete(store)?;
         Ok(())
+    }
+}
+
+impl sqlite::Host for RequestState {}
+
+impl sqlite::HostConnection for RequestState {
+    fn open(&mut self, database: String) -> wasmtime::Result<Result<Resource<SqliteConnection>, sqlite::Error>> {
+        // As in Spin: a database the component does not list is access-denied.
+        if !self.component.sqlite_databases.contains(&database) {
+            return Ok(Err(sqlite::Error::AccessDenied));
+        }
+        match self.app.sqlite.connect(&database) {
+            Some(conn) => Ok(Ok(self.table.push(conn)?)),
+            None => Ok(Err(sqlite::Error::NoSuchDatabase)),
+        }
+    }
+
+    fn execute(
+        &mut self,
+        conn: Resource<SqliteConnection>,
+        statement: String,
+        parameters: Vec<sqlite::Value>,
+    ) -> wasmtime::Result<Result<sqlite::QueryResult, sqlite::Error>> {
+        let params: Vec<SqlValue> = parameters.into_iter().map(from_wit).collect();
+        let result = self.table.get_mut(&conn)?.execute(&statement, &params);
+        Ok(result.map(|r| sqlite::QueryResult {
+            columns: r.columns,
+            rows: r
+                .rows
+                .into_iter()
+                .map(|values| sqlite::RowResult { values: values.into_iter().map(to_wit).collect() })
+                .collect(),
+        })
+        .map_err(sqlite::Error::Io))
+    }
+
+    fn last_insert_rowid(&mut self, conn: Resource<SqliteConnection>) -> wasmtime::Result<i64> {
+        Ok(self.table.get(&conn)?.last_insert_rowid())
+    }
+
+    fn changes(&mut self, conn: Resource<SqliteConnection>) -> wasmtime::Result<u64> {
+        Ok(self.table.get(&conn)?.changes())
+    }
+
+    fn drop(&mut self, conn: Resource<SqliteConnection>) -> wasmtime::Result<()> {
+        self.table.delete(conn)?;
+        Ok(())
+    }
+}
+
+fn from_wit(value: sqlite::Value) -> SqlValue {
+    match value {
+        sqlite::Value::Integer(v) => SqlValue::Integer(v),
+        sqlite::Value::Real(v) => SqlValue::Real(v),
+        sqlite::Value::Text(v) => SqlValue::Text(v),
+        sqlite::Value::Blob(v) => SqlValue::Blob(v),
+        sqlite::Value::Null => SqlValue::Null,
+    }
+}
+
+fn to_wit(value: SqlValue) -> sqlite::Value {
+    match value {
+        SqlValue::Integer(v) => sqlite::Value::Integer(v),
+        SqlValue::Real(v) => sqlite::Value::Real(v),
+        SqlValue::Text(v) => sqlite::Value::Text(v),
+        SqlValue::Blob(v) => sqlite::Value::Blob(v),
+        SqlValue::Null => sqlite::Value::Null,
     }
 }

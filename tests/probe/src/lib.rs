@@ -7,6 +7,8 @@
 //! - `/kv?<op>&<key>&<value>`: the default key-value store
 //! - `/fetch?<url>`: GET `url` and stream its body back chunk by chunk
 //! - `/echo`: stream the request body back as it arrives
+//! - `/sqlite?<database>&<statement>&<text params>...`: one statement, rows as JSON
+//! - `/now`: the wall clock in whole seconds since the epoch
 
 use futures::{SinkExt, StreamExt};
 use spin_sdk::http::{Fields, IncomingRequest, IncomingResponse, Method, OutgoingResponse, Request, ResponseOutparam};
@@ -120,6 +122,31 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
                     return;
                 }
             }
+        }
+        "/sqlite" => {
+            let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
+            let params: Vec<spin_sdk::sqlite3::Value> =
+                args.iter().skip(2).map(|p| spin_sdk::sqlite3::Value::Text(p.clone())).collect();
+            let result = spin_sdk::sqlite3::Connection::open(&arg(0))
+                .and_then(|db| db.execute(&arg(1), &params));
+            match result {
+                Ok(rows) => {
+                    let rows: Vec<Vec<String>> = rows
+                        .rows
+                        .iter()
+                        .map(|r| r.values.iter().map(|v| format!("{v:?}")).collect())
+                        .collect();
+                    reply(out, 200, serde_json::json!({ "columns": rows.len(), "rows": rows }).to_string()).await
+                }
+                Err(e) => reply(out, 500, format!("{e:?}")).await,
+            }
+        }
+        "/now" => {
+            let secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            reply(out, 200, secs.to_string()).await
         }
         _ => reply(out, 404, "unknown probe".to_string()).await,
     }
