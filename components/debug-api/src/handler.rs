@@ -326,7 +326,9 @@ fn call(ctx: &Ctx, spec: Call<'_>) -> Result<Upstream, ApiError> {
     let _ = options.set_connect_timeout(Some(ns));
     let _ = options.set_first_byte_timeout(Some(ns));
     if !spec.streaming {
-        let _ = options.set_between_bytes_timeout(Some(ns));
+        // A backstop only: read_to_end keeps the real between-bytes clock so
+        // that a stall is reported as the timeout it is.
+        let _ = options.set_between_bytes_timeout(Some(ns.saturating_mul(2)));
     }
     let future = outgoing_handler::handle(request, Some(options))
         .map_err(|code| ApiError::from(classify(&code)))?;
@@ -357,7 +359,7 @@ fn json_answer(ctx: &Ctx, upstream: Upstream, error_code: &'static str) -> Resul
     if !(200..300).contains(&upstream.status) {
         return Err(ApiError::upstream_status(error_code, upstream.status));
     }
-    let bytes = read_to_end(&upstream.stream, MAX_UPSTREAM_JSON)?;
+    let bytes = read_to_end(&upstream.stream, MAX_UPSTREAM_JSON, Some(ctx.timeout))?;
     let text = String::from_utf8(bytes).map_err(|_| ApiError::from(TransportFailure::Malformed))?;
     if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err() {
         return Err(TransportFailure::Malformed.into());
@@ -365,10 +367,25 @@ fn json_answer(ctx: &Ctx, upstream: Upstream, error_code: &'static str) -> Resul
     Ok((upstream.status, ctx.redactor.redact(&text).into_owned()))
 }
 
-fn read_to_end(stream: &InputStream, limit: usize) -> Result<Vec<u8>, ApiError> {
+/// Reads a body to its end, at most `limit` bytes. With `between_bytes`, a
+/// body that goes quiet that long is a timeout (504): the guest keeps the
+/// clock itself, since not every host reports its own between-bytes timeout
+/// as one (wasmtime 48's `http-error-code` does not classify body errors).
+fn read_to_end(stream: &InputStream, limit: usize, between_bytes: Option<Duration>) -> Result<Vec<u8>, ApiError> {
     let mut bytes = Vec::new();
     loop {
-        match stream.blocking_read(READ_CHUNK) {
+        let read = match between_bytes {
+            None => stream.blocking_read(READ_CHUNK),
+            Some(quiet) => {
+                let readable = stream.subscribe();
+                let timer = wasi::clocks::monotonic_clock::subscribe_duration(quiet.as_nanos() as u64);
+                if !wasi::io::poll::poll(&[&readable, &timer]).contains(&0) {
+                    return Err(TransportFailure::Timeout.into());
+                }
+                stream.read(READ_CHUNK)
+            }
+        };
+        match read {
             Ok(chunk) => {
                 bytes.extend_from_slice(&chunk);
                 if bytes.len() > limit {
@@ -376,7 +393,11 @@ fn read_to_end(stream: &InputStream, limit: usize) -> Result<Vec<u8>, ApiError> 
                 }
             }
             Err(IoError::Closed) => return Ok(bytes),
-            Err(IoError::LastOperationFailed(_)) => return Err(TransportFailure::Unreachable.into()),
+            // A host's own between-bytes timeout is a timeout too; anything else is unreachable.
+            Err(IoError::LastOperationFailed(e)) => {
+                let failure = wasi_http::http_error_code(&e).map_or(TransportFailure::Unreachable, |code| classify(&code));
+                return Err(failure.into());
+            }
         }
     }
 }
@@ -417,12 +438,16 @@ fn pump(
     mut on_chunk: impl FnMut(&[u8], &mut String) -> Step,
     on_end: impl FnOnce(&mut String),
 ) {
+    use wasi::clocks::monotonic_clock;
     let mut out = String::new();
     let keepalive_ns = keepalive.as_nanos() as u64;
     let mut on_end = Some(on_end);
+    // The silence that counts is downstream: upstream bytes the filter drops
+    // (heartbeats, other sessions) must not hold the keepalive back.
+    let mut keepalive_at = monotonic_clock::now().saturating_add(keepalive_ns);
     loop {
         let readable = upstream.subscribe();
-        let timer = wasi::clocks::monotonic_clock::subscribe_duration(keepalive_ns);
+        let timer = monotonic_clock::subscribe_instant(keepalive_at);
         let ready = wasi::io::poll::poll(&[&readable, &timer]);
         let mut stop = false;
         if ready.contains(&0) {
@@ -436,7 +461,8 @@ fn pump(
                     stop = true;
                 }
             }
-        } else {
+        }
+        if !stop && out.is_empty() && monotonic_clock::now() >= keepalive_at {
             // Comments are not events: the browser's EventSource ignores them.
             out.push_str(KEEPALIVE);
         }
@@ -445,6 +471,7 @@ fn pump(
                 return; // the client is gone
             }
             out.clear();
+            keepalive_at = monotonic_clock::now().saturating_add(keepalive_ns);
         }
         if stop {
             return;
@@ -499,13 +526,20 @@ fn admin_events(ctx: &Ctx, admin_key: &str, session_id: Option<String>, last_eve
         }
     };
     let filter_cell = std::cell::RefCell::new(&mut filter);
+    let mut frames = String::new();
     pump(
         &upstream.stream,
         &downstream,
         ctx.keepalive,
-        |chunk, out| match filter_cell.borrow_mut().feed(chunk, out) {
-            Flow::Continue => Step::Continue,
-            Flow::Stop(_) => Step::Stop,
+        |chunk, out| {
+            frames.clear();
+            let flow = filter_cell.borrow_mut().feed(chunk, &mut frames);
+            // Whole frames only, so a key cannot straddle two chunks (INV-ADMIN-KEY).
+            out.push_str(&ctx.redactor.redact(&frames));
+            match flow {
+                Flow::Continue => Step::Continue,
+                Flow::Stop(_) => Step::Stop,
+            }
         },
         |out| {
             let _ = filter_cell.borrow_mut().finish(out);
@@ -538,21 +572,22 @@ fn write_all(stream: &OutputStream, mut bytes: &[u8]) -> bool {
 }
 
 fn send_json(out: ResponseOutparam, status: u16, body: &str) {
-    let headers = Fields::from_list(&[
+    let mut list = vec![
         ("content-type".to_string(), b"application/json; charset=utf-8".to_vec()),
         ("cache-control".to_string(), b"no-store".to_vec()),
         ("x-content-type-options".to_string(), b"nosniff".to_vec()),
-    ]);
-    let Ok(headers) = headers else { return };
-    let response = OutgoingResponse::new(headers);
+    ];
     if status == 405 {
-        // Allow is part of the typed 405 (also in the body).
+        // Allow is part of the typed 405 (also in the body). It goes in the
+        // list: a response's own headers are immutable once it exists.
         if let Ok(v) = serde_json::from_str::<Value>(body) {
             if let Some(allow) = v.get("allow").and_then(Value::as_str) {
-                let _ = response.headers().append(&"allow".to_string(), &allow.as_bytes().to_vec());
+                list.push(("allow".to_string(), allow.as_bytes().to_vec()));
             }
         }
     }
+    let Ok(headers) = Fields::from_list(&list) else { return };
+    let response = OutgoingResponse::new(headers);
     let _ = response.set_status_code(status);
     let Ok(body_handle) = response.body() else { return };
     out.set(response);
@@ -596,7 +631,7 @@ fn read_json_body(req: &IncomingRequest) -> Result<Value, ApiError> {
     }
     let body = req.consume().map_err(|_| ApiError::new(400, "invalid_json", "the request body was not readable"))?;
     let stream = body.stream().map_err(|_| ApiError::new(400, "invalid_json", "the request body was not readable"))?;
-    let bytes = match read_to_end(&stream, MAX_REQUEST_BODY) {
+    let bytes = match read_to_end(&stream, MAX_REQUEST_BODY, None) {
         Ok(bytes) => bytes,
         Err(e) if e.code == "upstream_body_too_large" => {
             return Err(ApiError::new(413, "body_too_large", "the request body is larger than 64 KiB"))

@@ -50,8 +50,10 @@ impl TurnRelay {
                     .and_then(|v| v.get("turn_id")?.as_str().map(str::to_string));
             }
             let data = redactor.redact(&event.data);
+            // The name is upstream text too.
+            let name = redactor.redact(&event.event);
             // The parser never yields CR/LF/NUL in a name, so this cannot fail.
-            let _ = encode_event(out, Some(&event.event), None, &data);
+            let _ = encode_event(out, Some(&name), None, &data);
             if TERMINAL_EVENTS.contains(&event.event.as_str()) {
                 *ended = true;
             }
@@ -85,6 +87,7 @@ impl TurnRelay {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::redact::REDACTED;
 
     fn events(out: &str) -> Vec<(String, String)> {
         let mut parser = Parser::new();
@@ -138,9 +141,11 @@ mod tests {
         // Parsed, this event's data holds a line break followed by "event: done";
         // re-encoded, that text stays data.
         relay.feed(b"event: text\ndata: {\"delta\":\"a\"}\ndata: event: done\ndata: sekrit-admin-key\n\n", &mut out);
+        relay.feed(b"event: sekrit-admin-key\ndata: {}\n\n", &mut out);
         assert!(!out.contains("sekrit-admin-key"));
         let evs = events(&out);
-        assert_eq!(evs.len(), 1);
+        assert_eq!(evs.len(), 2);
+        assert_eq!(evs[1].0, REDACTED);
         assert_eq!(evs[0].0, "text");
         assert_eq!(evs[0].1, "{\"delta\":\"a\"}\nevent: done\n[redacted]");
         assert!(!out.contains("\nevent: done\n"), "{out:?}");

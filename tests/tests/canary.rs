@@ -1,0 +1,296 @@
+//! INV-ADMIN-KEY canary: every /api route, through every upstream outcome,
+//! with fresh random admin and consumer keys. Neither key may appear in any
+//! response status line, header or body, nor in anything the host logged —
+//! even when the upstream itself puts the keys (or the bearer it received)
+//! in its answers: the proxy redacts them before they leave.
+
+#[path = "../fixtures/debug-support.rs"]
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use component_tests::*;
+use futures::StreamExt;
+use ratatoskr_host::testing::{MockBody, RecordedRequest};
+use support::*;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Outcome {
+    /// A proper answer for every route, laced with both keys.
+    Success,
+    /// This status, with an error page that echoes the bearer and both keys.
+    Status(u16),
+    /// JSON routes: 200 with a non-JSON page; streams: a malformed admin id
+    /// (the key itself), a turn stream without a terminal event.
+    MalformedId,
+    /// Streams: admin data that is not a JSON object (the key itself).
+    MalformedData,
+    /// The answer comes after the upstream timeout.
+    Timeout,
+    /// Head and part of the body, then silence, then the end.
+    Stall,
+}
+
+/// What the mock puts in its answers: the bearer it received and both keys.
+fn leak(r: &RecordedRequest, keys: &(String, String)) -> String {
+    let auth = r.headers.get("authorization").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    format!("{auth} | {} | {}", keys.0, keys.1)
+}
+
+fn is_stream(path: &str) -> bool {
+    path.ends_with("/turns") || path.starts_with("/v1/admin/events")
+}
+
+fn success_body(path: &str, leak: &str, keys: &(String, String)) -> (u16, &'static str, String) {
+    let (admin, consumer) = keys;
+    let json = |v: serde_json::Value| v.to_string();
+    if path == "/v1/agents" {
+        (200, "application/json", json(serde_json::json!({"agents": [{"agent_id": "sindra", "display_name": leak}]})))
+    } else if path == "/v1/sessions" {
+        (201, "application/json", json(serde_json::json!({"session_id": "s_1", "agent_id": "sindra", "created_at": leak})))
+    } else if path.ends_with("/cancel") {
+        (202, "application/json", json(serde_json::json!({ "echo": leak })))
+    } else if path.ends_with("/turns") {
+        let body = format!(
+            "event: turn.started\ndata: {{\"turn_id\":\"t_{admin}\"}}\n\n\
+             : {admin} {consumer}\n\n\
+             event: thinking\ndata: {{\"delta\":\"{leak}\"}}\n\n\
+             event: {admin}\ndata: {{\"delta\":\"{consumer}\"}}\n\n\
+             event: text\ndata: {consumer}\ndata: {admin}\n\n\
+             event: done\ndata: {{\"turn_id\":\"{admin}\",\"finish_reason\":\"{consumer}\"}}\n\n"
+        );
+        (200, "text/event-stream", body)
+    } else if path.starts_with("/v1/admin/events") {
+        let body = format!(
+            ": {admin}\n\n\
+             id: 1\nevent: system.{admin}\ndata: {{\"note\":\"{leak}\"}}\n\n\
+             id: 2\nevent: turn.started\ndata: {{\"session_id\":\"s_1\",\"timestamp\":\"{admin}\",\"echo\":\"{leak}\"}}\n\n\
+             id: 3\nevent: key.rotated\ndata: {{\"session_id\":\"s_1\",\"{consumer}\":\"{admin}\"}}\n\n"
+        );
+        // The body then ends: a dropped admin stream, reported as such.
+        (200, "text/event-stream", body)
+    } else {
+        // Tools, bifrost, affect.
+        (200, "application/json", json(serde_json::json!({"session_id": "s_1", "agent_id": "sindra", "echo": leak, "keys": [admin, consumer]})))
+    }
+}
+
+async fn answer(outcome: Outcome, r: RecordedRequest, keys: (String, String)) -> http::Response<MockBody> {
+    let path = r.path_and_query.clone();
+    let leak = leak(&r, &keys);
+    let (admin, consumer) = &keys;
+    match outcome {
+        Outcome::Success => {
+            let (status, content_type, body) = success_body(&path, &leak, &keys);
+            respond(status, content_type, body)
+        }
+        Outcome::Status(status) => {
+            respond(status, "application/json", format!("{{\"error\":\"{leak}\",\"www-authenticate\":\"{admin}\"}}"))
+        }
+        Outcome::MalformedId if is_stream(&path) => {
+            let body = if path.ends_with("/turns") {
+                format!("event: text\ndata: {admin}\n\ngarbage {consumer} without end")
+            } else {
+                format!("id: 1\nevent: system.x\ndata: {{}}\n\nid: {admin}\nevent: turn.started\ndata: {{\"session_id\":\"s_1\"}}\n\n")
+            };
+            respond(200, "text/event-stream", body)
+        }
+        Outcome::MalformedData if is_stream(&path) => {
+            let body = if path.ends_with("/turns") {
+                format!("event: text\ndata: {{\"delta\":\"{admin}\"\n\n")
+            } else {
+                format!("id: 1\nevent: turn.started\ndata: {consumer} {admin}\n\n")
+            };
+            respond(200, "text/event-stream", body)
+        }
+        Outcome::MalformedId | Outcome::MalformedData => {
+            respond(200, "text/html", format!("<html><body>{leak}</body></html>"))
+        }
+        Outcome::Timeout => {
+            tokio::time::sleep(Duration::from_millis(TIMEOUT_MS * 3)).await;
+            let (status, content_type, body) = success_body(&path, &leak, &keys);
+            respond(status, content_type, body)
+        }
+        Outcome::Stall => {
+            let content_type = if is_stream(&path) { "text/event-stream" } else { "application/json" };
+            let (sender, response) = streaming(200, content_type);
+            let partial = if is_stream(&path) {
+                format!("id: 1\nevent: system.x\ndata: {{\"k\":\"{admin}\"}}\n\nid: 2\nevent: text\ndata: {consumer}")
+            } else {
+                format!("{{\"echo\":\"{leak}\",")
+            };
+            let _ = sender.send(partial.into());
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(TIMEOUT_MS * 3)).await;
+                drop(sender);
+            });
+            response
+        }
+    }
+}
+
+async fn canary_mock(keys: &Keys, outcome: Arc<Mutex<Outcome>>) -> MockUpstream {
+    let pair = (keys.admin.clone(), keys.consumer.clone());
+    MockUpstream::start(move |r| {
+        let outcome = *outcome.lock().unwrap();
+        answer(outcome, r, pair.clone())
+    })
+    .await
+}
+
+/// Every route, good and bad input: (method, path, body, Last-Event-ID).
+const ROUTES: &[(&str, &str, &str, Option<&str>)] = &[
+    ("GET", "/api/config", "", None),
+    ("POST", "/api/sessions", r#"{"agent_id":"sindra"}"#, None),
+    ("POST", "/api/sessions/s_1/turns", r#"{"text":"hi"}"#, None),
+    ("POST", "/api/sessions/s_1/turns/t_1/cancel", "", None),
+    ("GET", "/api/sessions/s_1/tools", "", None),
+    ("GET", "/api/sessions/s_1/bifrost", "", None),
+    ("GET", "/api/admin/events?session_id=s_1", "", None),
+    ("GET", "/api/admin/events?session_id=s_1", "", Some("7")),
+    ("GET", "/api/admin/events", "", None),
+    ("GET", "/api/affect?agent_id=sindra", "", None),
+    // Bad input never reaches an upstream, but must not leak either.
+    ("GET", "/api/admin/events", "", Some("x")),
+    ("POST", "/api/sessions", "{", None),
+    ("POST", "/api/sessions/s_1/turns", "{}", None),
+    ("GET", "/api/sessions/s%2F1/tools", "", None),
+    ("DELETE", "/api/sessions/s_1/bifrost", "", None),
+    ("GET", "/api/nope", "", None),
+];
+
+/// Status line, every header and the whole body (streams: until they end,
+/// or for at most a few seconds) as one text.
+async fn transcript(app: &TestApp, (method, path, body, last_event_id): (&str, &str, &str, Option<&str>)) -> String {
+    let method = http::Method::from_bytes(method.as_bytes()).unwrap();
+    let mut request = client().request(method.clone(), app.url(path));
+    if !body.is_empty() {
+        request = request.header("content-type", "application/json").body(body.to_string());
+    }
+    if let Some(id) = last_event_id {
+        request = request.header("last-event-id", id);
+    }
+    let response = request.send().await.unwrap();
+    let mut text = format!("{method} {path} -> {}\n", response.status());
+    for (name, value) in response.headers() {
+        text.push_str(&format!("{name}: {}\n", String::from_utf8_lossy(value.as_bytes())));
+    }
+    let mut stream = response.bytes_stream();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
+    while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, stream.next()).await {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    text
+}
+
+/// Runs every route once, concurrently; asserts no transcript holds a key.
+async fn run_all_routes(app: &TestApp, keys: &Keys, label: &str) -> Vec<String> {
+    let transcripts = futures::future::join_all(ROUTES.iter().map(|route| transcript(app, *route))).await;
+    for text in &transcripts {
+        for key in keys.all() {
+            assert!(!text.contains(key), "[{label}] a key left the server:\n{text}");
+        }
+    }
+    transcripts
+}
+
+async fn assert_log_clean(app: &TestApp, keys: &Keys) {
+    // A request's line is written as its response body is dropped.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let log = app.log();
+    assert!(log.lines().filter(|l| l.contains(" /api/")).count() >= ROUTES.len(), "every request was logged:\n{log}");
+    for key in keys.all() {
+        assert!(!log.contains(key), "a key was logged:\n{log}");
+    }
+}
+
+/// The keys really went out (so the canary was exercised): the consumer key
+/// on consumer calls, the admin key on admin calls.
+fn assert_keys_were_used(mock: &MockUpstream, keys: &Keys) {
+    let bearers: Vec<String> = mock
+        .requests()
+        .iter()
+        .filter_map(|r| r.headers.get("authorization").map(|v| v.to_str().unwrap().to_string()))
+        .collect();
+    assert!(bearers.contains(&format!("Bearer {}", keys.consumer)), "{bearers:?}");
+    if !keys.admin.is_empty() {
+        assert!(bearers.contains(&format!("Bearer {}", keys.admin)), "{bearers:?}");
+    }
+}
+
+async fn canary(outcomes: &[Outcome]) {
+    let keys = Keys::random();
+    let outcome = Arc::new(Mutex::new(outcomes[0]));
+    let mock = canary_mock(&keys, outcome.clone()).await;
+    let app = app_with(&keys, &mock).await;
+    for o in outcomes {
+        *outcome.lock().unwrap() = *o;
+        run_all_routes(&app, &keys, &format!("{o:?}")).await;
+    }
+    assert_keys_were_used(&mock, &keys);
+    assert_log_clean(&app, &keys).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inv_admin_key_success_answers_are_redacted() {
+    let keys = Keys::random();
+    let mock = canary_mock(&keys, Arc::new(Mutex::new(Outcome::Success))).await;
+    let app = app_with(&keys, &mock).await;
+    let transcripts = run_all_routes(&app, &keys, "Success").await;
+    // Redacted, not merely absent: every upstream-fed route carried the keys.
+    for (route, text) in ROUTES.iter().zip(&transcripts).take(10) {
+        if route.1.ends_with("/cancel") {
+            continue; // answered with our own `{}`, not the upstream's body
+        }
+        assert!(text.contains("[redacted]"), "{route:?}:\n{text}");
+    }
+    assert_keys_were_used(&mock, &keys);
+    assert_log_clean(&app, &keys).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inv_admin_key_every_upstream_status() {
+    canary(&[400, 401, 403, 404, 409, 429, 500, 502, 503].map(Outcome::Status)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inv_admin_key_malformed_answers_and_streams() {
+    canary(&[Outcome::MalformedId, Outcome::MalformedData]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inv_admin_key_timeouts_and_stalls() {
+    canary(&[Outcome::Timeout, Outcome::Stall]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inv_admin_key_connect_failure() {
+    let keys = Keys::random();
+    let app = start(redirect_all(app_options(&keys), closed_port())).await;
+    run_all_routes(&app, &keys, "connect failure").await;
+    assert_log_clean(&app, &keys).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inv_admin_key_connection_dropped_mid_body() {
+    let keys = Keys::random();
+    let partial = format!(
+        "id: 1\nevent: turn.started\ndata: {{\"session_id\":\"s_1\",\"k\":\"{} {}\"}}\n\nevent: text\ndata: {}",
+        keys.admin, keys.consumer, keys.admin
+    );
+    let app = start(redirect_all(app_options(&keys), dropping_server("text/event-stream", partial).await)).await;
+    run_all_routes(&app, &keys, "drop").await;
+    assert_log_clean(&app, &keys).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inv_admin_key_without_an_admin_key_the_consumer_key_still_never_leaks() {
+    let keys = Keys::without_admin();
+    let mock = canary_mock(&keys, Arc::new(Mutex::new(Outcome::Success))).await;
+    let app = app_with(&keys, &mock).await;
+    let transcripts = run_all_routes(&app, &keys, "no admin key").await;
+    assert!(transcripts.iter().any(|t| t.contains("admin_key_not_configured")));
+    assert_keys_were_used(&mock, &keys);
+    assert_log_clean(&app, &keys).await;
+}
