@@ -30,3 +30,27 @@ precompress_static() {
     log "precompressing static/"
     cargo run --quiet --profile host -p static-core --bin precompress -- static target/static-precompressed
 }
+
+# The host binary the browser tests start (target/host/ratatoskr-host).
+build_host() {
+    log "building the host"
+    cargo build --profile host -p ratatoskr-host
+}
+
+# Debian's Chromium for the browser tests; a fresh machine lacks it.
+ensure_chromium() {
+    if [[ ! -x /usr/bin/chromium ]]; then
+        log "installing chromium (browser tests)"
+        local sudo=()
+        [[ $EUID -ne 0 ]] && sudo=(sudo)
+        "${sudo[@]}" apt-get update
+        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+    fi
+}
+
+# playwright-core, pinned by tests/browser/package-lock.json (it drives the
+# system Chromium; it downloads no browser of its own).
+ensure_browser_test_deps() {
+    log "installing browser-test dependencies (npm ci)"
+    (cd tests/browser && npm ci --no-audit --no-fund --prefer-offline)
+}

@@ -1,0 +1,243 @@
+'use strict';
+// Shared set-up for the browser tests: the real host binary on a free port,
+// Debian's Chromium driven by playwright-core, and an instrumented page.
+
+const { spawn } = require('node:child_process');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { chromium } = require('playwright-core');
+const { INSTRUMENT } = require('./instrument');
+
+const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
+const HOST_BIN = process.env.RATATOSKR_HOST_BIN || path.join(REPO_ROOT, 'target', 'host', 'ratatoskr-host');
+const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+const ARTIFACTS = path.join(REPO_ROOT, 'target', 'browser-artifacts');
+const INDEX_HTML = path.join(REPO_ROOT, 'static', 'index.html');
+
+/** A random admin key: the simulator and the console share it server-side. */
+function randomKey() {
+  return 'adm-' + crypto.randomBytes(12).toString('hex');
+}
+
+/**
+ * Starts `ratatoskr-host up` on 127.0.0.1:0 with an in-memory key-value store and
+ * the given variables; resolves once it prints "Serving http://ADDR".
+ */
+async function startHost({ variables = {} } = {}) {
+  if (!fs.existsSync(HOST_BIN)) {
+    throw new Error(`${HOST_BIN} is missing: build it with \`cargo build --profile host -p ratatoskr-host\` (scripts/test.sh does)`);
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ratatoskr-browser-'));
+  const runtimeConfig = path.join(dir, 'runtime-config.toml');
+  // No path: the stores live in memory and die with the host.
+  fs.writeFileSync(runtimeConfig, '[key_value_store.default]\ntype = "spin"\n\n[sqlite_database.default]\ntype = "spin"\n');
+  const args = ['up', '--listen', '127.0.0.1:0', '--runtime-config-file', runtimeConfig];
+  for (const [name, value] of Object.entries(variables)) args.push('--variable', `${name}=${value}`);
+  // Only what the test passes: no SPIN_VARIABLE_* from the caller's shell.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SPIN_VARIABLE_')));
+  const proc = spawn(HOST_BIN, args, { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const log = [];
+  let exited = null;
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('host did not start in 30 s:\n' + log.join('\n'))), 30_000);
+    let buffer = '';
+    const onData = (chunk) => {
+      buffer += chunk.toString('utf8');
+      const lines = buffer.split('\n');
+      buffer = lines.pop();
+      for (const line of lines) {
+        log.push(line);
+        if (log.length > 2000) log.shift();
+        const m = /Serving (http:\/\/\S+)/.exec(line);
+        if (m) { clearTimeout(timer); resolve(m[1]); }
+      }
+    };
+    proc.stderr.on('data', onData);
+    proc.stdout.on('data', onData);
+    proc.on('exit', (code, signal) => {
+      exited = { code, signal };
+      clearTimeout(timer);
+      reject(new Error(`host exited (${code ?? signal}) before serving:\n` + log.join('\n')));
+    });
+  });
+  const host = {
+    url,
+    log,
+    proc,
+    get exited() { return exited; },
+    async stop() {
+      if (exited) return;
+      const gone = new Promise((resolve) => proc.once('exit', resolve));
+      proc.kill('SIGINT');
+      const t = setTimeout(() => { if (!exited) proc.kill('SIGKILL'); }, 3000);
+      await gone;
+      clearTimeout(t);
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  await checkCspIsCurrent(host);
+  return host;
+}
+
+/**
+ * The page's CSP allows its inline script by hash, computed by the precompress
+ * step. A stale target/static-precompressed would block the script and every test
+ * would fail obscurely, so say so up front.
+ */
+async function checkCspIsCurrent(host) {
+  const html = fs.readFileSync(INDEX_HTML, 'utf8').replace(/\r\n?/g, '\n');
+  const response = await fetch(host.url + '/');
+  await response.arrayBuffer();
+  const csp = response.headers.get('content-security-policy') || '';
+  for (const tag of ['script', 'style']) {
+    const m = new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`).exec(html);
+    if (!m) throw new Error(`static/index.html has no inline <${tag}>`);
+    const hash = 'sha256-' + crypto.createHash('sha256').update(m[1], 'utf8').digest('base64');
+    if (!csp.includes(`'${hash}'`)) {
+      await host.stop();
+      throw new Error(`the served CSP does not allow static/index.html's inline ${tag} (${hash}); ` +
+        'refresh target/static-precompressed (scripts/test.sh runs the precompress step). CSP: ' + csp);
+    }
+  }
+}
+
+const CHROMIUM_ARGS = [
+  '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+];
+
+/** Debian's Chromium, headless; playwright-core gives it a fresh --user-data-dir. */
+async function launchBrowser() {
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (scripts/test.sh does)`);
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+}
+
+/**
+ * A new context + page with the instrumentation init script, and collectors for
+ * console errors, page errors, dialogs and requests.
+ * `allowNetworkErrors`: [{ path: RegExp, status: number }] — resource-load errors
+ * Chromium logs to the console for an expected HTTP status (e.g. the affect 404
+ * "no snapshot yet"), which are not the page's errors.
+ */
+async function openConsole(browser, baseUrl, { viewport = { width: 1280, height: 800 }, allowNetworkErrors = [] } = {}) {
+  const context = await browser.newContext({ viewport });
+  const page = await context.newPage();
+  await page.addInitScript(INSTRUMENT);
+  const problems = { consoleErrors: [], pageErrors: [], dialogs: [], requests: [] };
+  page.on('console', (msg) => {
+    if (msg.type() !== 'error') return;
+    const text = msg.text();
+    const where = msg.location() || {};
+    if (/^Failed to load resource: the server responded with a status of (\d+)/.test(text)) {
+      const status = Number(RegExp.$1);
+      const u = where.url ? new URL(where.url) : null;
+      const target = u ? u.pathname + u.search : '';
+      if (allowNetworkErrors.some((a) => a.status === status && a.path.test(target))) return;
+    }
+    problems.consoleErrors.push(text + (where.url ? ` (${where.url}:${where.lineNumber})` : ''));
+  });
+  page.on('pageerror', (err) => problems.pageErrors.push(String(err && err.stack || err)));
+  page.on('dialog', (dialog) => { problems.dialogs.push(dialog.type() + ': ' + dialog.message()); dialog.dismiss().catch(() => {}); });
+  page.on('request', (req) => problems.requests.push({ url: req.url(), method: req.method(), at: Date.now() }));
+  await page.goto(baseUrl + '/');
+  await page.waitForFunction(() => document.querySelectorAll('#agent-select option').length > 0);
+  return { context, page, problems };
+}
+
+/** What the instrumentation recorded, in a serialisable form. */
+async function record(page) {
+  return page.evaluate(() => window.__rec.snapshot());
+}
+
+/** Asserts the page is clean: no console/page errors, dialogs, CSP violations, canary. */
+async function assertClean(assert, page, problems, label = '') {
+  const rec = await record(page);
+  assert.deepEqual(problems.pageErrors, [], `${label} uncaught page errors`);
+  assert.deepEqual(problems.consoleErrors, [], `${label} console errors`);
+  assert.deepEqual(problems.dialogs, [], `${label} dialogs opened`);
+  assert.deepEqual(rec.cspViolations, [], `${label} CSP violations`);
+  assert.equal(rec.xss, undefined, `${label} the XSS canary window.__xss was set`);
+  assert.equal(rec.xssCalls, 0, `${label} the XSS canary was touched`);
+  return rec;
+}
+
+async function screenshot(page, name, { fullPage = false } = {}) {
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  const file = path.join(ARTIFACTS, name + '.png');
+  await page.screenshot({ path: file, fullPage });
+  return file;
+}
+
+/** Waits for the page-side condition, with a readable failure. */
+async function waitFor(page, fn, arg, { timeout = 10_000, what = 'condition' } = {}) {
+  try {
+    return await page.waitForFunction(fn, arg, { timeout, polling: 'raf' });
+  } catch (e) {
+    throw new Error(`timed out after ${timeout} ms waiting for ${what}: ${e.message.split('\n')[0]}`);
+  }
+}
+
+async function startSession(page, agentId) {
+  const before = await page.textContent('#session-id');
+  await page.selectOption('#agent-select', agentId);
+  await page.click('#start-session');
+  await waitFor(page, (prev) => {
+    const t = document.getElementById('session-id').textContent;
+    return t !== prev && t !== 'none' && !document.getElementById('message').disabled;
+  }, before, { what: `a new session for ${agentId}` });
+  return page.textContent('#session-id');
+}
+
+/** Types a message and sends it with Enter. */
+async function sendWithEnter(page, text) {
+  await page.fill('#message', text);
+  await page.focus('#message');
+  await page.keyboard.press('Enter');
+}
+
+/** Waits for the current turn's terminal status line; returns its class kind and text. */
+async function waitForTerminal(page, { timeout = 30_000 } = {}) {
+  await waitFor(page, () => {
+    const msgs = document.querySelectorAll('#transcript .msg.assistant');
+    const last = msgs[msgs.length - 1];
+    return last && last.querySelector('.status-line') && !window.ratatoskrConsole.state.turnRunning;
+  }, undefined, { timeout, what: 'the turn to end' });
+  return page.evaluate(() => {
+    const msgs = document.querySelectorAll('#transcript .msg.assistant');
+    const line = msgs[msgs.length - 1].querySelector('.status-line');
+    return { kind: [...line.classList].find((c) => c !== 'status-line'), text: line.textContent, t: window.__rec.lastStatusAt };
+  });
+}
+
+/**
+ * Sideways overflow anywhere: the document, the body, any pane sticking out of
+ * the viewport, and any element that scrolls sideways (overflow-x auto/scroll).
+ */
+async function horizontalOverflow(page) {
+  return page.evaluate(() => {
+    const vw = document.documentElement.clientWidth;
+    const scrollers = [];
+    for (const node of document.body.querySelectorAll('*')) {
+      if (['SELECT', 'TEXTAREA', 'INPUT', 'OPTION'].includes(node.tagName)) continue;
+      const ox = getComputedStyle(node).overflowX;
+      if ((ox === 'auto' || ox === 'scroll') && node.scrollWidth > node.clientWidth + 1) {
+        scrollers.push((node.id ? '#' + node.id : node.tagName.toLowerCase() + '.' + node.className) + ' +' + (node.scrollWidth - node.clientWidth));
+      }
+    }
+    return {
+      doc: document.documentElement.scrollWidth - vw,
+      body: document.body.scrollWidth - document.body.clientWidth,
+      panesOutside: [...document.querySelectorAll('.pane, header')].filter((p) => p.getBoundingClientRect().right > vw + 1).map((p) => p.id || p.tagName),
+      scrollers,
+    };
+  });
+}
+
+function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
+
+module.exports = {
+  REPO_ROOT, ARTIFACTS, INDEX_HTML, randomKey, startHost, launchBrowser, openConsole, record,
+  assertClean, screenshot, waitFor, horizontalOverflow, startSession, sendWithEnter, waitForTerminal, sleep,
+};
