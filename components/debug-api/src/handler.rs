@@ -462,7 +462,8 @@ fn pump(
                 }
             }
         }
-        if !stop && out.is_empty() && monotonic_clock::now() >= keepalive_at {
+        // The poll says whether the deadline passed: no clock read on the hot path.
+        if !stop && out.is_empty() && ready.contains(&1) {
             // Comments are not events: the browser's EventSource ignores them.
             out.push_str(KEEPALIVE);
         }
