@@ -5,7 +5,7 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 
 # The Spin components, and the test-only fixture components.
-APP_COMPONENTS=(static-files debug-api simulator)
+APP_COMPONENTS=(static-files debug-api simulator playground)
 TEST_COMPONENTS=(probe)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

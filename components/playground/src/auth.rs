@@ -1,0 +1,513 @@
+//! Admin sessions: sign-in (argon2id, rate-limited, no account oracle),
+//! opaque session tokens stored only as SHA-256, the cookie and bearer
+//! credentials, CSRF rules for cookie-authenticated writes, and
+//! impersonation.
+//!
+//! - The session token is `sess_` + 64 lowercase hex (32 CSPRNG bytes). The
+//!   browser gets it only in an `HttpOnly; SameSite=Strict; Path=/admin`
+//!   cookie (`Secure` over https); API clients send the same value as
+//!   `Authorization: Bearer sess_…` (read it from the login's `Set-Cookie`).
+//!   It is never in a response body.
+//! - No credentials: 401 `unauthenticated`. Credentials that are not a live
+//!   session (expired, revoked, unknown): 401 `session_expired`, and a cookie
+//!   is cleared.
+//! - Cookie-authenticated POSTs need `Content-Type: application/json` and an
+//!   `Origin` equal to the request's own origin (from `spin-full-url`), else
+//!   403 `csrf_rejected`; bearer calls are exempt (a cross-site page cannot
+//!   set `Authorization`). Sign-in, which has no session yet, needs the JSON
+//!   type (415) and, if an `Origin` is sent, the same origin.
+
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::Argon2;
+use serde_json::{json, Value};
+
+use crate::access::{Membership, Role, Roles, Scope};
+use crate::api::{json_body, Ctx, Request, Response};
+use crate::db::{Db, DbError, Val};
+use crate::error::ApiError;
+use crate::routes;
+use crate::util::{client_ip, iso8601, origin_of, sha256_hex};
+
+pub const SESSION_COOKIE: &str = "ratatoskr_admin_session";
+pub const SESSION_TOKEN_PREFIX: &str = "sess_";
+/// An ordinary admin session lasts 12 hours.
+pub const SESSION_TTL_S: i64 = 12 * 3600;
+/// An impersonation session lasts 30 minutes.
+pub const IMPERSONATION_TTL_S: i64 = 30 * 60;
+
+/// Failed sign-ins counted over this window…
+pub const LOGIN_WINDOW_S: i64 = 15 * 60;
+/// …at most this many per email address…
+pub const MAX_FAILURES_PER_EMAIL: usize = 5;
+/// …and this many per client address; then 429 `rate_limited` until the
+/// oldest counted failure leaves the window.
+pub const MAX_FAILURES_PER_ADDR: usize = 20;
+
+pub const MAX_EMAIL_LEN: usize = 254;
+pub const MAX_PASSWORD_LEN: usize = 1024;
+
+/// A well-formed argon2id PHC string with the OWASP default parameters (the
+/// same as every stored hash) whose output is random bytes: no known
+/// password verifies against it. Sign-in with an unknown email verifies
+/// against it, so the answer and its cost are those of a wrong password.
+pub const DUMMY_HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$cmF0YXRvc2tyLWR1bW15LXNhbHQ$2VGkyRw2Nfq4PjOiNQ8j1u6zLnHArb5hG7P+IgS2nTA";
+
+// ---- passwords ----------------------------------------------------------------
+
+/// An argon2id PHC string with the default (OWASP) parameters.
+pub fn hash_password(password: &str, salt: &[u8; 16]) -> String {
+    let salt = SaltString::encode_b64(salt).expect("16 bytes is a valid salt");
+    Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .expect("argon2id with default parameters")
+        .to_string()
+}
+
+/// Verifies in constant time (argon2's output comparison); an unparsable
+/// stored hash never verifies.
+pub fn verify_password(password: &str, phc: &str) -> bool {
+    match PasswordHash::new(phc) {
+        Ok(hash) => Argon2::default().verify_password(password.as_bytes(), &hash).is_ok(),
+        Err(_) => false,
+    }
+}
+
+pub fn normalize_email(raw: &str) -> String {
+    raw.trim().to_ascii_lowercase()
+}
+
+// ---- cookies and credentials ------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    Cookie,
+    Bearer,
+}
+
+pub fn session_cookie(token: &str, max_age_s: i64, secure: bool) -> String {
+    format!(
+        "{SESSION_COOKIE}={token}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{}",
+        if secure { "; Secure" } else { "" }
+    )
+}
+
+pub fn clear_cookie(secure: bool) -> String {
+    session_cookie("", 0, secure)
+}
+
+/// The session cookie's value among `Cookie` headers.
+pub fn cookie_value<'a>(headers: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    headers
+        .flat_map(|h| h.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value.trim())
+        .filter(|v| !v.is_empty())
+}
+
+/// The presented credential: a bearer header wins over the cookie.
+pub fn credential(req: &Request) -> Option<(Via, &str)> {
+    if let Some(auth) = req.header("authorization") {
+        let (scheme, token) = auth.trim().split_once(' ').unwrap_or((auth, ""));
+        // Another scheme (or an empty bearer) is no credential at all.
+        return (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| (Via::Bearer, token.trim()));
+    }
+    cookie_value(req.headers_named("cookie")).map(|v| (Via::Cookie, v))
+}
+
+pub fn is_session_token(token: &str) -> bool {
+    token.len() == SESSION_TOKEN_PREFIX.len() + 64
+        && token.starts_with(SESSION_TOKEN_PREFIX)
+        && token[SESSION_TOKEN_PREFIX.len()..].bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+pub fn is_json_content_type(value: &str) -> bool {
+    let essence = value.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/json")
+}
+
+/// The CSRF rule for writes (see the module docs).
+pub fn check_csrf(req: &Request, via: Via) -> Result<(), ApiError> {
+    if via == Via::Bearer {
+        return Ok(());
+    }
+    if !is_json_content_type(req.header("content-type").unwrap_or("")) {
+        return Err(ApiError::csrf_rejected("content_type"));
+    }
+    let Some(origin) = req.header("origin") else {
+        return Err(ApiError::csrf_rejected("origin_missing"));
+    };
+    same_origin(req, origin)
+}
+
+fn same_origin(req: &Request, origin: &str) -> Result<(), ApiError> {
+    match (origin_of(origin.trim()), origin_of(req.full_url())) {
+        (Some(theirs), Some(ours)) if theirs == ours && origin.trim().trim_end_matches('/').len() == theirs.len() => Ok(()),
+        _ => Err(ApiError::csrf_rejected("origin_mismatch")),
+    }
+}
+
+// ---- the authenticated caller --------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRef {
+    pub id: String,
+    pub email: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub user: UserRef,
+    pub roles: Roles,
+    pub impersonator: Option<UserRef>,
+    pub via: Via,
+    pub session_hash: String,
+    pub expires_at: i64,
+}
+
+/// The live session behind the request's credential.
+pub fn authenticate(ctx: &Ctx, req: &Request) -> Result<Principal, ApiError> {
+    let Some((via, token)) = credential(req) else {
+        return Err(ApiError::unauthenticated());
+    };
+    let expired = || {
+        let e = ApiError::session_expired();
+        if via == Via::Cookie {
+            e.header("set-cookie", clear_cookie(req.is_https()))
+        } else {
+            e
+        }
+    };
+    if !is_session_token(token) {
+        return Err(expired());
+    }
+    let session_hash = sha256_hex(token);
+    let row = ctx.db.one(
+        "SELECT s.user_id, u.email, u.platform_admin, s.impersonator_id, s.expires_at, s.revoked
+           FROM admin_sessions s JOIN users u ON u.id = s.user_id
+          WHERE s.token_hash = ?",
+        &[Val::Text(session_hash.clone())],
+    )?;
+    let Some(row) = row else { return Err(expired()) };
+    let expires_at = row.int(4)?;
+    if row.flag(5)? || ctx.now_s() >= expires_at {
+        return Err(expired());
+    }
+    let user = UserRef { id: row.text(0)?, email: row.text(1)? };
+    let impersonator = match row.opt_text(3)? {
+        Some(id) => Some(user_ref(ctx.db, &id)?.ok_or_else(expired)?),
+        None => None,
+    };
+    let roles = Roles { platform_admin: row.flag(2)?, memberships: memberships(ctx.db, &user.id)? };
+    Ok(Principal { user, roles, impersonator, via, session_hash, expires_at })
+}
+
+fn user_ref(db: &dyn Db, id: &str) -> Result<Option<UserRef>, DbError> {
+    let row = db.one("SELECT id, email FROM users WHERE id = ?", &[id.into()])?;
+    row.map(|r| Ok(UserRef { id: r.text(0)?, email: r.text(1)? })).transpose()
+}
+
+pub fn memberships(db: &dyn Db, user_id: &str) -> Result<Vec<Membership>, DbError> {
+    let rows = db.query(
+        "SELECT m.tenant_id, t.slug, m.role, m.gateway_scope
+           FROM memberships m JOIN tenants t ON t.id = m.tenant_id
+          WHERE m.user_id = ? ORDER BY t.slug",
+        &[user_id.into()],
+    )?;
+    let mut out = Vec::new();
+    for row in rows {
+        // An unknown role grants nothing (fail closed).
+        if let Some(role) = Role::parse(&row.text(2)?) {
+            out.push(Membership { tenant_id: row.text(0)?, tenant_slug: row.text(1)?, role, scope: Scope::parse(&row.text(3)?) });
+        }
+    }
+    Ok(out)
+}
+
+/// `{user: {id, email, platform_admin, memberships}, impersonator?, session_expires_at}`.
+pub fn profile(p: &Principal) -> Value {
+    let memberships: Vec<Value> = p
+        .roles
+        .memberships
+        .iter()
+        .map(|m| {
+            json!({
+                "tenant_id": m.tenant_id,
+                "tenant_slug": m.tenant_slug,
+                "role": m.role.as_str(),
+                "gateway_scope": m.scope.to_json(),
+            })
+        })
+        .collect();
+    let mut body = json!({
+        "user": {
+            "id": p.user.id,
+            "email": p.user.email,
+            "platform_admin": p.roles.platform_admin,
+            "memberships": memberships,
+        },
+        "session_expires_at": iso8601(p.expires_at),
+    });
+    if let Some(imp) = &p.impersonator {
+        body["impersonator"] = json!({ "id": imp.id, "email": imp.email });
+    }
+    body
+}
+
+/// Stores a new session and returns its token (never stored itself).
+fn create_session(ctx: &Ctx, user_id: &str, impersonator: Option<&str>, ttl_s: i64) -> Result<(String, i64), DbError> {
+    let token = format!("{SESSION_TOKEN_PREFIX}{}", ctx.random_hex::<32>());
+    let expires_at = ctx.now_s() + ttl_s;
+    ctx.db.exec(
+        "INSERT INTO admin_sessions (token_hash, user_id, impersonator_id, created_at, expires_at, revoked)
+         VALUES (?, ?, ?, ?, ?, 0)",
+        &[sha256_hex(&token).into(), user_id.into(), impersonator.into(), Val::Int(ctx.now_s()), Val::Int(expires_at)],
+    )?;
+    Ok((token, expires_at))
+}
+
+fn load_principal(ctx: &Ctx, token: &str, via: Via) -> Result<Principal, ApiError> {
+    let req = Request {
+        method: "GET".into(),
+        path: String::new(),
+        query: String::new(),
+        headers: vec![("authorization".into(), format!("Bearer {token}"))],
+        body: crate::api::Body::Bytes(Vec::new()),
+    };
+    let mut principal = authenticate(ctx, &req)?;
+    principal.via = via;
+    Ok(principal)
+}
+
+// ---- rate limiting ---------------------------------------------------------------------
+
+/// Seconds until one more attempt is allowed, given the failure times inside
+/// the window (any order); `None` when under the limit.
+pub fn retry_after(failures: &[i64], limit: usize, now_s: i64) -> Option<i64> {
+    if failures.len() < limit {
+        return None;
+    }
+    let mut sorted = failures.to_vec();
+    sorted.sort_unstable();
+    // One slot frees when the (len - limit + 1)-th oldest failure ages out.
+    let frees_at = sorted[failures.len() - limit] + LOGIN_WINDOW_S;
+    Some((frees_at - now_s).max(1))
+}
+
+fn failures(db: &dyn Db, key_hash: &str, since: i64) -> Result<Vec<i64>, DbError> {
+    db.query("SELECT at FROM login_attempts WHERE key_hash = ? AND at > ?", &[key_hash.into(), Val::Int(since)])?
+        .iter()
+        .map(|r| r.int(0))
+        .collect()
+}
+
+fn rate_limited(seconds: i64) -> ApiError {
+    ApiError::new(429, "rate_limited", "too many failed sign-ins: wait before trying again")
+        .with("retry_after", seconds)
+        .header("retry-after", seconds.to_string())
+}
+
+// ---- routes ----------------------------------------------------------------------------------
+
+fn invalid_login_field(field: &'static str) -> ApiError {
+    ApiError::new(400, "invalid_request", "email and password are required strings (email at most 254, password at most 1024 characters)")
+        .with("field", field)
+}
+
+/// `POST /auth/login {email, password}`.
+pub fn login(ctx: &Ctx, req: &Request) -> Result<Response, ApiError> {
+    if !is_json_content_type(req.header("content-type").unwrap_or("")) {
+        return Err(ApiError::unsupported_media_type());
+    }
+    // Login CSRF: a browser always sends Origin on a cross-site POST.
+    if let Some(origin) = req.header("origin") {
+        same_origin(req, origin)?;
+    }
+    let body = json_body(req, false)?;
+    let email = match body.get("email") {
+        Some(Value::String(e)) if !e.trim().is_empty() && e.len() <= MAX_EMAIL_LEN => normalize_email(e),
+        _ => return Err(invalid_login_field("email")),
+    };
+    let password = match body.get("password") {
+        Some(Value::String(p)) if !p.is_empty() && p.len() <= MAX_PASSWORD_LEN => p.as_str(),
+        _ => return Err(invalid_login_field("password")),
+    };
+
+    let now = ctx.now_s();
+    let since = now - LOGIN_WINDOW_S;
+    ctx.db.exec("DELETE FROM login_attempts WHERE at <= ?", &[Val::Int(since)])?;
+    let email_key = sha256_hex(&format!("email:{email}"));
+    let addr_key = sha256_hex(&format!("addr:{}", client_ip(req.header("spin-client-addr").unwrap_or(""))));
+    // The same answer for known and unknown emails: both are counted.
+    let wait = [
+        retry_after(&failures(ctx.db, &email_key, since)?, MAX_FAILURES_PER_EMAIL, now),
+        retry_after(&failures(ctx.db, &addr_key, since)?, MAX_FAILURES_PER_ADDR, now),
+    ];
+    if let Some(seconds) = wait.into_iter().flatten().max() {
+        return Err(rate_limited(seconds));
+    }
+
+    let user = ctx.db.one("SELECT id, password_hash FROM users WHERE email = ?", &[email.as_str().into()])?;
+    let (user_id, stored) = match &user {
+        Some(row) => (Some(row.text(0)?), row.text(1)?),
+        None => (None, DUMMY_HASH.to_string()),
+    };
+    // Always one full argon2id verification, known email or not.
+    let verified = verify_password(password, &stored);
+    let Some(user_id) = user_id.filter(|_| verified) else {
+        for key in [&email_key, &addr_key] {
+            ctx.db.exec("INSERT INTO login_attempts (key_hash, at) VALUES (?, ?)", &[key.as_str().into(), Val::Int(now)])?;
+        }
+        return Err(ApiError::new(401, "invalid_credentials", "the email or password is wrong"));
+    };
+    ctx.db.exec("DELETE FROM login_attempts WHERE key_hash = ?", &[email_key.into()])?;
+    // Sessions long past their expiry are of no further use.
+    ctx.db.exec("DELETE FROM admin_sessions WHERE expires_at < ?", &[Val::Int(now - 7 * 86_400)])?;
+    let (token, _) = create_session(ctx, &user_id, None, SESSION_TTL_S)?;
+    let principal = load_principal(ctx, &token, Via::Cookie)?;
+    Ok(Response::json(200, &profile(&principal))
+        .with_header("set-cookie", session_cookie(&token, SESSION_TTL_S, req.is_https())))
+}
+
+/// `POST /auth/logout`: revokes the session server-side and clears the cookie.
+pub fn logout(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiError> {
+    json_body(req, true)?;
+    ctx.db.exec("UPDATE admin_sessions SET revoked = 1 WHERE token_hash = ?", &[p.session_hash.as_str().into()])?;
+    Ok(Response::json(200, &json!({ "signed_out": true })).with_header("set-cookie", clear_cookie(req.is_https())))
+}
+
+/// `POST /auth/impersonate {user_id}`: platform admins only, never from an
+/// impersonated session, never into another platform admin. The new
+/// session (30 minutes) carries the admin as `impersonator`, is recorded in
+/// `audit`, and replaces the cookie.
+pub fn impersonate(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiError> {
+    if p.impersonator.is_some() {
+        return Err(ApiError::impersonation_forbidden());
+    }
+    if !p.roles.platform_admin {
+        return Err(ApiError::new(403, "insufficient_role", "only platform admins can impersonate"));
+    }
+    let body = json_body(req, false)?;
+    let target_id = routes::user_id(body.get("user_id").and_then(Value::as_str).unwrap_or(""))?;
+    let target = ctx.db.one("SELECT id, platform_admin FROM users WHERE id = ?", &[target_id.as_str().into()])?;
+    let Some(target) = target else {
+        return Err(ApiError::new(404, "user_not_found", "no such user"));
+    };
+    if target.flag(1)? {
+        return Err(ApiError::new(403, "impersonation_forbidden", "platform admins cannot be impersonated"));
+    }
+    let ttl = IMPERSONATION_TTL_S.min(p.expires_at - ctx.now_s()).max(1);
+    let (token, expires_at) = create_session(ctx, &target_id, Some(&p.user.id), ttl)?;
+    ctx.db.exec(
+        "INSERT INTO audit (at, actor_id, action, target_id, detail) VALUES (?, ?, 'impersonate', ?, ?)",
+        &[
+            Val::Int(ctx.now_s()),
+            p.user.id.as_str().into(),
+            target_id.as_str().into(),
+            json!({ "expires_at": expires_at, "session_hash_prefix": &sha256_hex(&token)[..12] }).to_string().into(),
+        ],
+    )?;
+    let principal = load_principal(ctx, &token, Via::Cookie)?;
+    Ok(Response::json(200, &profile(&principal)).with_header("set-cookie", session_cookie(&token, ttl, req.is_https())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Body;
+
+    fn req(headers: &[(&str, &str)]) -> Request {
+        Request {
+            method: "POST".into(),
+            path: "/playground/token".into(),
+            query: String::new(),
+            headers: headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
+            body: Body::Bytes(Vec::new()),
+        }
+    }
+
+    #[test]
+    fn passwords_hash_with_argon2id_defaults_and_verify() {
+        let hash = hash_password("correct horse", &[7; 16]);
+        assert!(hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{hash}");
+        assert!(verify_password("correct horse", &hash));
+        assert!(!verify_password("correct horsf", &hash));
+        assert!(!verify_password("x", "not a phc string"));
+        assert_ne!(hash, hash_password("correct horse", &[8; 16]), "salted");
+    }
+
+    #[test]
+    fn the_dummy_hash_costs_what_a_real_one_does() {
+        let dummy = PasswordHash::new(DUMMY_HASH).unwrap();
+        let real_hash = hash_password("x", &[1; 16]);
+        let real = PasswordHash::new(&real_hash).unwrap();
+        assert_eq!(dummy.algorithm, real.algorithm);
+        assert_eq!(dummy.version, real.version);
+        assert_eq!(dummy.params, real.params);
+        assert_eq!(dummy.hash.map(|h| h.len()), real.hash.map(|h| h.len()));
+        for guess in ["", "password", "demo", "ratatoskr-demo"] {
+            assert!(!verify_password(guess, DUMMY_HASH));
+        }
+    }
+
+    #[test]
+    fn cookies_are_http_only_strict_and_secure_over_https() {
+        let c = session_cookie("sess_abc", 60, false);
+        assert_eq!(c, "ratatoskr_admin_session=sess_abc; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=60");
+        assert!(session_cookie("t", 1, true).ends_with("; Secure"));
+        assert!(clear_cookie(false).contains("Max-Age=0"));
+        let headers = ["a=1; ratatoskr_admin_session=sess_x ; b=2", "c=3"];
+        assert_eq!(cookie_value(headers.into_iter()), Some("sess_x"));
+        assert_eq!(cookie_value(["ratatoskr_admin_sessionx=1"].into_iter()), None);
+        assert_eq!(cookie_value(["ratatoskr_admin_session="].into_iter()), None);
+    }
+
+    #[test]
+    fn bearer_wins_and_other_schemes_are_no_credential() {
+        let r = req(&[("authorization", "Bearer sess_1"), ("cookie", "ratatoskr_admin_session=sess_2")]);
+        assert_eq!(credential(&r), Some((Via::Bearer, "sess_1")));
+        let r = req(&[("cookie", "ratatoskr_admin_session=sess_2")]);
+        assert_eq!(credential(&r), Some((Via::Cookie, "sess_2")));
+        assert_eq!(credential(&req(&[("authorization", "Basic abc")])), None);
+        assert_eq!(credential(&req(&[("authorization", "Bearer ")])), None);
+        assert_eq!(credential(&req(&[])), None);
+    }
+
+    #[test]
+    fn session_tokens_are_strictly_shaped() {
+        assert!(is_session_token(&format!("sess_{}", "a1".repeat(32))));
+        assert!(!is_session_token(&format!("sess_{}", "A1".repeat(32))));
+        assert!(!is_session_token(&format!("myra_{}", "a1".repeat(32))));
+        assert!(!is_session_token("sess_' OR '1'='1"));
+    }
+
+    #[test]
+    fn csrf_rules_for_cookie_writes() {
+        let url = ("spin-full-url", "http://127.0.0.1:3000/admin/v1/playground/token");
+        let json = ("content-type", "application/json; charset=utf-8");
+        let ok = req(&[url, json, ("origin", "http://127.0.0.1:3000")]);
+        assert!(check_csrf(&ok, Via::Cookie).is_ok());
+        let reason = |r: &Request| check_csrf(r, Via::Cookie).unwrap_err().fields["reason"].clone();
+        assert_eq!(reason(&req(&[url, ("origin", "http://127.0.0.1:3000")])), "content_type");
+        assert_eq!(reason(&req(&[url, ("content-type", "text/plain"), ("origin", "http://127.0.0.1:3000")])), "content_type");
+        assert_eq!(reason(&req(&[url, json])), "origin_missing");
+        for evil in ["http://evil.test", "http://127.0.0.1:3001", "https://127.0.0.1:3000", "null", "http://127.0.0.1:3000.evil.test", "http://127.0.0.1:3000/x"] {
+            assert_eq!(reason(&req(&[url, json, ("origin", evil)])), "origin_mismatch", "{evil}");
+        }
+        // Bearer calls are exempt: a cross-site page cannot set Authorization.
+        assert!(check_csrf(&req(&[url]), Via::Bearer).is_ok());
+        let e = check_csrf(&req(&[url]), Via::Cookie).unwrap_err();
+        assert_eq!((e.status, e.code), (403, "csrf_rejected"));
+    }
+
+    #[test]
+    fn rate_limit_windows() {
+        assert_eq!(retry_after(&[100, 200], 5, 300), None);
+        // Five failures at 100..=500: the oldest leaves the window at 100 + 900.
+        assert_eq!(retry_after(&[500, 100, 300, 200, 400], 5, 600), Some(400));
+        // Six failures with a limit of five: the second oldest decides.
+        assert_eq!(retry_after(&[100, 200, 300, 400, 500, 600], 5, 700), Some(400));
+        assert_eq!(retry_after(&[0; 5], 5, 10_000), Some(1), "never below one second");
+    }
+}

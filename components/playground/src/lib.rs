@@ -1,0 +1,40 @@
+//! The Playground API (`/admin/v1/...`, seed 001): admin sessions and roles,
+//! the gateway token mint, the web-search probe behind the fail-closed EU
+//! gate, and trace reads, on Spin SQLite.
+//!
+//! - `handler` (wasm32 only): Spin entry point; wasi:http, SQLite, random,
+//!   outbound requests with timeouts. It moves bytes, nothing else.
+//! - [`api`]: the whole API as a pure function over injected storage, clock,
+//!   randomness and egress (tested natively end to end).
+//! - [`routes`]: route table and validation; [`error`]: typed envelopes.
+//! - [`auth`]: sign-in, sessions, cookies, CSRF, rate limits, impersonation.
+//! - [`access`]: roles, gateway scopes and the per-route decisions.
+//! - [`tokens`]: playground token mint; [`search`]: the probe, EU gate and
+//!   provider classification; [`traces`]; [`gateways`].
+//! - [`db`]: the SQL trait; [`schema`]: tables (and the contract the
+//!   simulator's inference endpoint relies on) and migrations; [`seed`]:
+//!   bootstrap admin and demo world.
+//!
+//! Never in a response or a log: a password or its hash, a session or
+//! gateway token's hash, a provider key. A session token only ever leaves in
+//! `Set-Cookie`; a gateway token only in the mint's answer.
+
+pub mod access;
+pub mod api;
+pub mod auth;
+pub mod db;
+pub mod error;
+pub mod gateways;
+pub mod routes;
+pub mod schema;
+pub mod search;
+pub mod seed;
+pub mod tokens;
+pub mod traces;
+pub mod util;
+
+#[cfg(target_arch = "wasm32")]
+mod handler;
+
+#[cfg(test)]
+mod api_tests;

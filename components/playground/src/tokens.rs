@@ -1,0 +1,167 @@
+//! `POST /playground/token {gateway_id}`: mints a gateway inference token.
+//!
+//! `myra_` + 64 lowercase hex (32 CSPRNG bytes), scopes `["playground"]`,
+//! kind `playground`, valid for [`PLAYGROUND_TOKEN_TTL_S`]. Only its SHA-256
+//! is stored. Each mint first deletes the gateway's EXPIRED playground
+//! tokens and leaves valid ones alone (concurrent sessions each keep theirs).
+//! Deliberately NOT gated by `playground_enabled` (ordinary chat mints here
+//! too). Order: impersonation guard → `gateway_id` → gateway access (404) →
+//! role (403 `insufficient_role` for viewers).
+
+use serde_json::{json, Value};
+
+use crate::access::may_use_playground;
+use crate::api::{json_body, Ctx, Request, Response};
+use crate::auth::Principal;
+use crate::db::{Db, DbError, Val};
+use crate::error::ApiError;
+use crate::util::{hex, iso8601, sha256_hex};
+use crate::{gateways, routes};
+
+/// 30 minutes: a token that passes the chat app's pre-turn refresh check
+/// always outlives the longest legal turn.
+pub const PLAYGROUND_TOKEN_TTL_S: i64 = 1800;
+pub const TOKEN_PREFIX: &str = "myra_";
+pub const PLAYGROUND_KIND: &str = "playground";
+pub const PLAYGROUND_SCOPES: &str = "[\"playground\"]";
+
+pub fn format_token(random: &[u8; 32]) -> String {
+    format!("{TOKEN_PREFIX}{}", hex(random))
+}
+
+pub fn is_token(token: &str) -> bool {
+    token.len() == TOKEN_PREFIX.len() + 64
+        && token.starts_with(TOKEN_PREFIX)
+        && token[TOKEN_PREFIX.len()..].bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Deletes the gateway's expired playground tokens, then stores the new one.
+/// Returns `expires_at` (unix seconds).
+pub fn store(db: &dyn Db, gateway_id: &str, token: &str, user_id: &str, now_s: i64) -> Result<i64, DbError> {
+    db.exec(
+        "DELETE FROM gateway_tokens WHERE gateway_id = ? AND kind = ? AND expires_at <= ?",
+        &[gateway_id.into(), PLAYGROUND_KIND.into(), Val::Int(now_s)],
+    )?;
+    let expires_at = now_s + PLAYGROUND_TOKEN_TTL_S;
+    db.exec(
+        "INSERT INTO gateway_tokens (token_hash, gateway_id, scopes, kind, created_at, expires_at, created_by)
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
+        &[
+            sha256_hex(token).into(),
+            gateway_id.into(),
+            PLAYGROUND_SCOPES.into(),
+            PLAYGROUND_KIND.into(),
+            Val::Int(now_s),
+            Val::Int(expires_at),
+            user_id.into(),
+        ],
+    )?;
+    Ok(expires_at)
+}
+
+pub fn mint(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiError> {
+    if p.impersonator.is_some() {
+        return Err(ApiError::impersonation_forbidden());
+    }
+    let body = json_body(req, false)?;
+    let id = routes::gateway_id(body.get("gateway_id").and_then(Value::as_str).unwrap_or(""))?;
+    let (gateway, access) = gateways::accessible(ctx, p, &id)?;
+    may_use_playground(access)?;
+    let token = format_token(&ctx.random_bytes::<32>());
+    let expires_at = store(ctx.db, &gateway.id, &token, &p.user.id, ctx.now_s())?;
+    Ok(Response::json(
+        200,
+        &json!({
+            "token": token,
+            "expires_at": iso8601(expires_at),
+            "tenant_slug": gateway.tenant_slug,
+            "gateway_slug": gateway.slug,
+        }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::testing::MemDb;
+    use crate::schema;
+
+    fn db() -> MemDb {
+        let db = MemDb::new();
+        schema::migrate(&db, 0, 0).unwrap();
+        // The bundled SQLite enforces foreign keys: tokens need their gateway.
+        db.exec("INSERT INTO tenants (id, slug) VALUES ('ten_t', 't')", &[]).unwrap();
+        for g in ["gw_a", "gw_b"] {
+            db.exec("INSERT INTO gateways (id, tenant_id, slug) VALUES (?, 'ten_t', ?)", &[g.into(), g.into()]).unwrap();
+        }
+        db
+    }
+
+    fn hashes(db: &MemDb) -> Vec<(String, i64)> {
+        db.query("SELECT token_hash, expires_at FROM gateway_tokens ORDER BY created_at, token_hash", &[])
+            .unwrap()
+            .iter()
+            .map(|r| (r.text(0).unwrap(), r.int(1).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn tokens_are_myra_plus_64_lowercase_hex() {
+        let t = format_token(&[0xAB; 32]);
+        assert_eq!(t, format!("myra_{}", "ab".repeat(32)));
+        assert!(is_token(&t));
+        assert!(!is_token(&t.to_uppercase()));
+        assert!(!is_token(&t[..t.len() - 1]));
+        assert_eq!(PLAYGROUND_TOKEN_TTL_S, 30 * 60);
+    }
+
+    #[test]
+    fn stored_as_sha256_with_scopes_kind_and_ttl() {
+        let db = db();
+        let t = format_token(&[1; 32]);
+        let expires = store(&db, "gw_a", &t, "usr_1", 1_000).unwrap();
+        assert_eq!(expires, 1_000 + 1800);
+        let row = db
+            .one("SELECT token_hash, gateway_id, scopes, kind, created_at, expires_at, created_by FROM gateway_tokens", &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.text(0).unwrap(), sha256_hex(&t));
+        assert_ne!(row.text(0).unwrap(), t, "never the token itself");
+        assert_eq!(row.text(1).unwrap(), "gw_a");
+        assert_eq!(serde_json::from_str::<Vec<String>>(&row.text(2).unwrap()).unwrap(), vec!["playground"]);
+        assert_eq!(row.text(3).unwrap(), "playground");
+        assert_eq!((row.int(4).unwrap(), row.int(5).unwrap()), (1_000, 2_800));
+    }
+
+    #[test]
+    fn minting_deletes_only_this_gateways_expired_playground_tokens() {
+        let db = db();
+        let (a, b, other, c) = (format_token(&[1; 32]), format_token(&[2; 32]), format_token(&[3; 32]), format_token(&[4; 32]));
+        store(&db, "gw_a", &a, "u", 0).unwrap(); // expires 1800
+        store(&db, "gw_a", &b, "u", 1_000).unwrap(); // expires 2800
+        store(&db, "gw_b", &other, "u", 0).unwrap(); // another gateway, expired later
+        // A non-playground token of the same gateway, long expired: not ours to delete.
+        db.exec(
+            "INSERT INTO gateway_tokens (token_hash, gateway_id, scopes, kind, created_at, expires_at) VALUES ('x', 'gw_a', '[]', 'api', 0, 1)",
+            &[],
+        )
+        .unwrap();
+        // At exactly 1800 token a is expired (valid while now < expires_at).
+        store(&db, "gw_a", &c, "u", 1_800).unwrap();
+        let left: Vec<String> = hashes(&db).into_iter().map(|(h, _)| h).collect();
+        assert!(!left.contains(&sha256_hex(&a)), "the expired token is gone");
+        assert!(left.contains(&sha256_hex(&b)), "the valid token stays");
+        assert!(left.contains(&sha256_hex(&c)));
+        assert!(left.contains(&sha256_hex(&other)), "other gateways are untouched");
+        assert!(left.contains(&"x".to_string()), "other kinds are untouched");
+    }
+
+    #[test]
+    fn many_mints_keep_every_valid_token() {
+        let db = db();
+        for i in 0..10u8 {
+            store(&db, "gw_a", &format_token(&[i; 32]), "u", 100 + i as i64).unwrap();
+        }
+        assert_eq!(hashes(&db).len(), 10);
+    }
+}

@@ -1,0 +1,203 @@
+//! Small pure helpers: hex/SHA-256, query strings, URLs and origins, ISO 8601.
+
+use sha2::{Digest, Sha256};
+
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 15) as usize] as char);
+    }
+    out
+}
+
+/// Lowercase hex SHA-256: how session and gateway tokens are stored.
+pub fn sha256_hex(text: &str) -> String {
+    hex(&Sha256::digest(text.as_bytes()))
+}
+
+/// Decodes one `application/x-www-form-urlencoded` value (`+` is a space).
+/// `None` for a malformed escape or bytes that are not UTF-8.
+pub fn percent_decode(raw: &str) -> Option<String> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hi = bytes.get(i + 1).and_then(|c| (*c as char).to_digit(16))?;
+                let lo = bytes.get(i + 2).and_then(|c| (*c as char).to_digit(16))?;
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters.
+pub fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 3);
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A query parameter's raw values, in order (`name` compared literally).
+pub fn query_values<'a>(query: &'a str, name: &str) -> Vec<&'a str> {
+    query
+        .split('&')
+        .filter_map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (k == name).then_some(v)
+        })
+        .collect()
+}
+
+/// Where a request is sent: `scheme://authority` plus a path prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseUrl {
+    pub https: bool,
+    pub authority: String,
+    /// Without a trailing slash ("" for the root).
+    pub prefix: String,
+}
+
+impl BaseUrl {
+    /// Accepts `http(s)://authority[/prefix]` without query or fragment.
+    pub fn parse(raw: &str) -> Option<BaseUrl> {
+        let raw = raw.trim();
+        let (https, rest) = if let Some(r) = raw.strip_prefix("https://") {
+            (true, r)
+        } else if let Some(r) = raw.strip_prefix("http://") {
+            (false, r)
+        } else {
+            return None;
+        };
+        if rest.contains(['?', '#', ' ', '@']) {
+            return None;
+        }
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        if authority.is_empty() {
+            return None;
+        }
+        Some(BaseUrl { https, authority: authority.to_string(), prefix: path.trim_end_matches('/').to_string() })
+    }
+
+    pub fn path(&self, rest: &str) -> String {
+        format!("{}{rest}", self.prefix)
+    }
+
+    pub fn url(&self, rest: &str) -> String {
+        format!("{}://{}{}", if self.https { "https" } else { "http" }, self.authority, self.path(rest))
+    }
+}
+
+/// `scheme://authority` of an absolute URL, lowercased (an `Origin` value).
+pub fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    if scheme.is_empty() || authority.is_empty() {
+        return None;
+    }
+    Some(format!("{}://{}", scheme.to_ascii_lowercase(), authority.to_ascii_lowercase()))
+}
+
+/// Unix seconds → `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian, UTC).
+pub fn iso8601(unix_s: i64) -> String {
+    let days = unix_s.div_euclid(86_400);
+    let secs = unix_s.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
+}
+
+/// The address part of `spin-client-addr` (`ip:port` or `[v6]:port`).
+pub fn client_ip(addr: &str) -> String {
+    let addr = addr.trim();
+    if let Some(rest) = addr.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("").to_string();
+    }
+    match addr.rsplit_once(':') {
+        // One colon: IPv4 with a port. More: a bare IPv6 address.
+        Some((ip, _)) if !ip.contains(':') => ip.to_string(),
+        _ => addr.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha256_is_lowercase_hex() {
+        assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+
+    #[test]
+    fn percent_decoding_and_encoding() {
+        assert_eq!(percent_decode("a+b%20c%2B").as_deref(), Some("a b c+"));
+        assert_eq!(percent_decode("%zz"), None);
+        assert_eq!(percent_decode("%4"), None);
+        assert_eq!(percent_decode("%ff"), None, "not UTF-8");
+        assert_eq!(percent_decode("caf%C3%A9").as_deref(), Some("café"));
+        assert_eq!(percent_encode("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
+        assert_eq!(query_values("q=1&gateway_id=2&q=3&x", "q"), vec!["1", "3"]);
+        assert_eq!(query_values("x", "x"), vec![""]);
+    }
+
+    #[test]
+    fn base_urls_and_origins() {
+        let b = BaseUrl::parse("http://simulator.spin.internal/brave/").unwrap();
+        assert_eq!(b.authority, "simulator.spin.internal");
+        assert_eq!(b.path("/res/v1/web/search"), "/brave/res/v1/web/search");
+        assert_eq!(b.url("/x"), "http://simulator.spin.internal/brave/x");
+        assert_eq!(BaseUrl::parse("https://api.example:8443").unwrap().prefix, "");
+        assert!(BaseUrl::parse("ftp://x").is_none());
+        assert!(BaseUrl::parse("http://").is_none());
+        assert!(BaseUrl::parse("http://u:p@host").is_none());
+        assert_eq!(origin_of("HTTP://Example.COM:3000/admin/v1/x?y").as_deref(), Some("http://example.com:3000"));
+        assert_eq!(origin_of("nonsense"), None);
+    }
+
+    #[test]
+    fn iso8601_formats_utc() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso8601(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(iso8601(1_735_689_599), "2024-12-31T23:59:59Z");
+        assert_eq!(iso8601(4_102_444_800), "2100-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn client_ips_drop_the_port() {
+        assert_eq!(client_ip("127.0.0.1:5555"), "127.0.0.1");
+        assert_eq!(client_ip("[::1]:80"), "::1");
+        assert_eq!(client_ip("::1"), "::1");
+        assert_eq!(client_ip(""), "");
+    }
+}
