@@ -4,10 +4,14 @@
 //! at once; each SSE event is written (and flushed) as its own chunk. A failed write
 //! means the client is gone: the turn is wound up (flags cleared) and the handler ends.
 //!
-//! Keys are only ever compared, never written to a body or to stdout/stderr.
+//! Keys are only ever compared, never written to a body or to stdout/stderr. Gateway
+//! tokens are hashed and looked up, never logged or stored.
 
 use crate::admin::{live_sessions, AdminStream};
 use crate::catalog::AGENTS;
+use crate::inference::{self, InferenceError, TraceFacts, Usage};
+use crate::ledger::{self, Sql, SqlVal, TraceWriter};
+use crate::providers::{self, Reply};
 use crate::rng::Rng;
 use crate::routes::{bearer_ok, query_param, route, split_path_query, Route, Scope};
 use crate::service::{ApiError, Kv, Sim, TurnTicket, BEAT_EVERY_MS};
@@ -18,6 +22,7 @@ use serde_json::{json, Value};
 use spin_sdk::http::{Fields, IncomingRequest, OutgoingResponse, ResponseOutparam};
 use spin_sdk::http_component;
 use spin_sdk::key_value::Store;
+use spin_sdk::sqlite3;
 
 /// Request bodies larger than this are refused (400).
 const MAX_BODY: usize = 64 * 1024;
@@ -40,6 +45,41 @@ impl Kv for SpinKv {
     }
     fn keys(&self) -> Result<Vec<String>, String> {
         self.0.get_keys().map_err(|e| format!("{e:?}"))
+    }
+}
+
+/// The Playground's database (shared with the `playground` component).
+struct SpinSql(sqlite3::Connection);
+
+impl Sql for SpinSql {
+    fn query(&self, sql: &str, params: &[SqlVal]) -> Result<Vec<Vec<SqlVal>>, String> {
+        let params: Vec<sqlite3::Value> = params
+            .iter()
+            .map(|p| match p {
+                SqlVal::Int(v) => sqlite3::Value::Integer(*v),
+                SqlVal::Real(v) => sqlite3::Value::Real(*v),
+                SqlVal::Text(t) => sqlite3::Value::Text(t.clone()),
+                SqlVal::Blob(b) => sqlite3::Value::Blob(b.clone()),
+                SqlVal::Null => sqlite3::Value::Null,
+            })
+            .collect();
+        let result = self.0.execute(sql, &params).map_err(|e| format!("{e:?}"))?;
+        Ok(result
+            .rows
+            .into_iter()
+            .map(|row| {
+                row.values
+                    .into_iter()
+                    .map(|v| match v {
+                        sqlite3::Value::Integer(v) => SqlVal::Int(v),
+                        sqlite3::Value::Real(v) => SqlVal::Real(v),
+                        sqlite3::Value::Text(t) => SqlVal::Text(t),
+                        sqlite3::Value::Blob(b) => SqlVal::Blob(b),
+                        sqlite3::Value::Null => SqlVal::Null,
+                    })
+                    .collect()
+            })
+            .collect())
     }
 }
 
@@ -125,11 +165,14 @@ async fn read_body(req: IncomingRequest) -> Result<Vec<u8>, ApiError> {
 /// Start a 200 SSE response and hand back its body sink.
 fn start_sse(
     out: ResponseOutparam,
+    extra: &[(&str, &str)],
 ) -> impl futures::Sink<Vec<u8>, Error = wasi::io::streams::StreamError> {
-    let resp = OutgoingResponse::new(headers(&[
+    let mut list = vec![
         ("content-type", "text/event-stream"),
         ("cache-control", "no-cache"),
-    ]));
+    ];
+    list.extend_from_slice(extra);
+    let resp = OutgoingResponse::new(headers(&list));
     let _ = resp.set_status_code(200);
     let body = resp.take_body();
     out.set(resp);
@@ -147,7 +190,7 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     };
 
     let authorized = match route.scope() {
-        Scope::Public => true,
+        Scope::Public | Scope::Own => true,
         Scope::Consumer => bearer_ok(
             &header_values(&req, "authorization"),
             &variable("consumer_key"),
@@ -159,6 +202,25 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     };
     if !authorized {
         return send_error(out, ApiError::Unauthorized).await;
+    }
+
+    match route {
+        Route::BraveSearch => {
+            let tokens = header_values(&req, "x-subscription-token");
+            return send_reply(out, providers::brave(query, &tokens)).await;
+        }
+        Route::LinkupSearch => {
+            let auth = header_values(&req, "authorization");
+            return match read_body(req).await {
+                Ok(body) => send_reply(out, providers::linkup(&auth, &body)).await,
+                Err(e) => send_error(out, e).await,
+            };
+        }
+        Route::ChatCompletions {
+            tenant_slug,
+            gateway_slug,
+        } => return chat_completions(req, out, &tenant_slug, &gateway_slug).await,
+        _ => {}
     }
 
     if route == Route::Agents {
@@ -177,7 +239,10 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let mut rng = seeded_rng();
 
     match route {
-        Route::Agents => unreachable!(),
+        Route::Agents
+        | Route::BraveSearch
+        | Route::LinkupSearch
+        | Route::ChatCompletions { .. } => unreachable!(),
         Route::CreateSession => {
             let result = match read_body(req).await {
                 Ok(body) => sim.create_session(&body, now_ms(), &mut rng),
@@ -262,7 +327,7 @@ async fn stream_turn(
     ticket: TurnTicket,
     rng: &mut Rng,
 ) {
-    let mut body = start_sse(out);
+    let mut body = start_sse(out, &[]);
     let script = turn::script(ticket.agent, &ticket.text, &ticket.turn_id, rng);
     let mut last_beat = ticket.started_at_ms;
     for ev in &script.events {
@@ -293,7 +358,7 @@ async fn stream_turn(
 }
 
 async fn stream_admin(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, last_event_id: Option<String>) {
-    let mut body = start_sse(out);
+    let mut body = start_sse(out, &[]);
     let mut sessions = sim.session_ids();
     let mut refreshed_at = now_ms();
     let (mut stream, replay) = AdminStream::start(
@@ -325,5 +390,160 @@ async fn stream_admin(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, last_event_i
         {
             return;
         }
+    }
+}
+
+/// A provider answer, after its scripted delay.
+async fn send_reply(out: ResponseOutparam, reply: Reply) {
+    sleep_ms(reply.delay_ms);
+    let list: Vec<(&str, &str)> = reply
+        .headers
+        .iter()
+        .map(|(k, v)| (*k, v.as_str()))
+        .collect();
+    let resp = OutgoingResponse::new(headers(&list));
+    let _ = resp.set_status_code(reply.status);
+    let _ = out.set_with_body(resp, reply.body).await;
+}
+
+async fn send_inference_error(out: ResponseOutparam, err: InferenceError) {
+    send_json(out, err.status(), &err.body(), &[]).await;
+}
+
+/// `POST /inference/{tenant}/{gateway}/v1/chat/completions`: the token is checked (and any
+/// refusal sent) before the body is read and before any byte of a reply; then the trace
+/// row and its first steps are written, the reply streams, and the last steps are written
+/// before the final chunk, so a client that has seen `[DONE]` finds the trace complete.
+async fn chat_completions(
+    req: IncomingRequest,
+    out: ResponseOutparam,
+    tenant: &str,
+    gateway: &str,
+) {
+    let started = now_ms();
+    let token = match inference::request_token(&header_values(&req, "authorization")) {
+        Ok(t) => t,
+        Err(e) => return send_inference_error(out, e).await,
+    };
+    let token_hash = inference::token_hash(&token);
+    drop(token);
+    let db = match sqlite3::Connection::open_default() {
+        Ok(c) => SpinSql(c),
+        Err(e) => {
+            eprintln!("simulator: cannot open sqlite database \"default\": {e:?}");
+            return send_inference_error(out, InferenceError::Internal).await;
+        }
+    };
+    let now_s = (now_ms() / 1000) as i64;
+    let grant = match ledger::authorize(&db, &token_hash, tenant, gateway, now_s) {
+        Ok(g) => g,
+        Err(e) => return send_inference_error(out, e).await,
+    };
+    let auth_ended = now_ms();
+    let chat = match read_body(req).await {
+        Ok(body) => inference::parse_chat(&body),
+        Err(e) => Err(InferenceError::BadRequest(match e {
+            ApiError::BadRequest(m) => m,
+            _ => "could not read the request body".into(),
+        })),
+    };
+    let chat = match chat {
+        Ok(c) => c,
+        Err(e) => return send_inference_error(out, e).await,
+    };
+
+    let mut rng = seeded_rng();
+    let trace_id = inference::trace_id(&mut rng);
+    let completion_id = inference::completion_id(&mut rng);
+    let created_s = now_ms() / 1000;
+    let model = chat.model.clone();
+    if let Err(e) = ledger::start_trace(&db, &trace_id, &grant.gateway_id, started, &model) {
+        eprintln!("simulator: could not start the trace: {e}");
+        return send_inference_error(out, InferenceError::Internal).await;
+    }
+    let mut trace = TraceWriter {
+        db: &db,
+        trace_id: trace_id.clone(),
+        next_seq: 0,
+    };
+    let facts = TraceFacts {
+        tenant_slug: tenant,
+        gateway_slug: gateway,
+        gateway_id: &grant.gateway_id,
+        token_kind: &grant.kind,
+        token_expires_at_s: grant.expires_at_s,
+        request: &chat,
+        completion_id: &completion_id,
+    };
+    trace.step(&inference::auth_step(&facts, started, auth_ended));
+    let routed = now_ms();
+    trace.step(&inference::route_step(&facts, auth_ended, routed));
+    trace.step(&inference::model_request_step(&facts, routed, now_ms()));
+
+    let prompt = chat.prompt();
+    let text = inference::reply_text(prompt, tenant, gateway, &model, &mut rng);
+    let deltas = inference::script(&text, inference::slow_requested(prompt), &mut rng);
+    let usage = Usage::of(&chat, &text);
+
+    if !chat.stream {
+        let generating = now_ms();
+        sleep_ms(deltas.iter().map(|d| d.delay_ms).sum::<u64>().min(5_000));
+        let done = now_ms();
+        trace.step(&inference::response_step(
+            false, generating, done, None, 1, &text, true,
+        ));
+        trace.step(&inference::complete_step(done, started, "stop", &usage));
+        trace.finish(now_ms(), "ok");
+        let body = inference::completion(&completion_id, created_s, &model, &text, &usage);
+        return send_json(out, 200, &body, &[("x-trace-id", &trace_id)]).await;
+    }
+
+    let mut body = start_sse(out, &[("x-trace-id", &trace_id)]);
+    let streaming = now_ms();
+    let mut first_delta = None;
+    let mut sent = String::new();
+    for (i, delta) in deltas.iter().enumerate() {
+        sleep_ms(delta.delay_ms);
+        let chunk = inference::content_chunk(&completion_id, created_s, &model, i, &delta.text);
+        if body
+            .send(inference::data_frame(&chunk).into_bytes())
+            .await
+            .is_err()
+        {
+            let gone = now_ms();
+            trace.step(&inference::response_step(
+                true,
+                streaming,
+                gone,
+                first_delta,
+                i,
+                &sent,
+                false,
+            ));
+            trace.finish(gone, "disconnected");
+            return;
+        }
+        first_delta.get_or_insert_with(now_ms);
+        sent.push_str(&delta.text);
+    }
+    let streamed = now_ms();
+    trace.step(&inference::response_step(
+        true,
+        streaming,
+        streamed,
+        first_delta,
+        deltas.len(),
+        &sent,
+        true,
+    ));
+    trace.step(&inference::complete_step(now_ms(), started, "stop", &usage));
+    trace.finish(now_ms(), "ok");
+    let stop = inference::stop_chunk(&completion_id, created_s, &model);
+    if body
+        .send(inference::data_frame(&stop).into_bytes())
+        .await
+        .is_ok()
+    {
+        let _ = body.send(inference::DONE_FRAME.as_bytes().to_vec()).await;
     }
 }

@@ -4,6 +4,9 @@
 //! `http://simulator.spin.internal/...`. It serves the Ratatoskr sessions API and the
 //! Worldtree affect read exactly as the upstream wire contract (sections 1 and 2) fixes them,
 //! with live, changing data, so the operator console works with no outside service.
+//! For the Playground (section 3) it also serves fake Brave and Linkup web search and an
+//! OpenAI-compatible streaming inference endpoint that validates the Playground's `myra_`
+//! gateway tokens in the shared Spin SQLite database and records traces there.
 //!
 //! Module map:
 //! - `handler` (wasm32 only): the Spin entry point — reads the request, checks bearers
@@ -16,6 +19,12 @@
 //! - [`turn`]: the turn script (events and delays) for one user message.
 //! - [`admin`]: the deterministic admin event firehose.
 //! - [`affect`]: the affect (PAD + relation_edge/1) model.
+//! - [`providers`]: fake Brave (`/brave/...`) and Linkup (`/linkup/...`) with failure
+//!   switches (`sim:401`, `sim:429`, `sim:500`, `sim:slow`, `sim:malformed`, `sim:empty`).
+//! - [`inference`]: `/inference/{tenant}/{gateway}/v1/chat/completions` — token format and
+//!   hash, chat body, reply script, chunk framing, trace step data.
+//! - [`ledger`]: the Playground's SQLite tables as inference uses them (token lookup,
+//!   trace writes), behind a small `Sql` trait.
 //! - [`sse`], [`time`], [`rng`], [`model`]: framing, RFC 3339, PRNG, serde types.
 //!
 //! Demo switches (details in `turn` and `catalog`):
@@ -30,7 +39,10 @@
 pub mod admin;
 pub mod affect;
 pub mod catalog;
+pub mod inference;
+pub mod ledger;
 pub mod model;
+pub mod providers;
 pub mod rng;
 pub mod routes;
 pub mod service;

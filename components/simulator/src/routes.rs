@@ -10,6 +10,12 @@
 //! | GET    | /v1/sessions/{session_id}/bifrost             | admin    |
 //! | GET    | /v1/admin/events                              | admin    |
 //! | GET    | /worldtree/affect?agent_id=...                | none     |
+//! | GET    | /brave/res/v1/web/search?q=...&count=N        | own      |
+//! | POST   | /linkup/v1/search                             | own      |
+//! | POST   | /inference/{tenant_slug}/{gateway_slug}/v1/chat/completions | own |
+//!
+//! `own`: the route checks its own credentials (the providers' keys, see [`crate::providers`];
+//! the Playground's `myra_` gateway tokens, see [`crate::inference`]).
 //!
 //! An unknown path is 404 and a known path with another method is 405 (with `Allow`),
 //! both before authentication.
@@ -20,12 +26,27 @@ use crate::service::ApiError;
 pub enum Route {
     Agents,
     CreateSession,
-    StartTurn { session_id: String },
-    CancelTurn { session_id: String, turn_id: String },
-    Tools { session_id: String },
-    Bifrost { session_id: String },
+    StartTurn {
+        session_id: String,
+    },
+    CancelTurn {
+        session_id: String,
+        turn_id: String,
+    },
+    Tools {
+        session_id: String,
+    },
+    Bifrost {
+        session_id: String,
+    },
     AdminEvents,
     Affect,
+    BraveSearch,
+    LinkupSearch,
+    ChatCompletions {
+        tenant_slug: String,
+        gateway_slug: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +54,8 @@ pub enum Scope {
     Consumer,
     Admin,
     Public,
+    /// The handler of the route authenticates the request itself.
+    Own,
 }
 
 impl Route {
@@ -40,6 +63,7 @@ impl Route {
         match self {
             Route::Bifrost { .. } | Route::AdminEvents => Scope::Admin,
             Route::Affect => Scope::Public,
+            Route::BraveSearch | Route::LinkupSearch | Route::ChatCompletions { .. } => Scope::Own,
             _ => Scope::Consumer,
         }
     }
@@ -85,6 +109,19 @@ pub fn route(method: &str, path: &str) -> Result<Route, ApiError> {
         ),
         ["v1", "admin", "events"] => (Route::AdminEvents, "GET"),
         ["worldtree", "affect"] => (Route::Affect, "GET"),
+        ["brave", "res", "v1", "web", "search"] => (Route::BraveSearch, "GET"),
+        ["linkup", "v1", "search"] => (Route::LinkupSearch, "POST"),
+        ["inference", tenant, gateway, "v1", "chat", "completions"]
+            if !tenant.is_empty() && !gateway.is_empty() =>
+        {
+            (
+                Route::ChatCompletions {
+                    tenant_slug: (*tenant).to_owned(),
+                    gateway_slug: (*gateway).to_owned(),
+                },
+                "POST",
+            )
+        }
         _ => return Err(ApiError::NotFound("not_found")),
     };
     if method == allow {
@@ -216,6 +253,57 @@ mod tests {
             route("GET", "/worldtree/affect").unwrap().scope(),
             Scope::Public
         );
+    }
+
+    #[test]
+    fn playground_upstream_routes() {
+        assert_eq!(
+            route("GET", "/brave/res/v1/web/search"),
+            Ok(Route::BraveSearch)
+        );
+        assert_eq!(route("POST", "/linkup/v1/search"), Ok(Route::LinkupSearch));
+        assert_eq!(
+            route("POST", "/inference/acme/main/v1/chat/completions"),
+            Ok(Route::ChatCompletions {
+                tenant_slug: "acme".into(),
+                gateway_slug: "main".into()
+            })
+        );
+        for r in [Route::BraveSearch, Route::LinkupSearch] {
+            assert_eq!(r.scope(), Scope::Own);
+        }
+        assert_eq!(
+            route("POST", "/inference/a/b/v1/chat/completions")
+                .unwrap()
+                .scope(),
+            Scope::Own
+        );
+        assert_eq!(
+            route("POST", "/brave/res/v1/web/search"),
+            Err(ApiError::MethodNotAllowed("GET"))
+        );
+        assert_eq!(
+            route("GET", "/linkup/v1/search"),
+            Err(ApiError::MethodNotAllowed("POST"))
+        );
+        assert_eq!(
+            route("GET", "/inference/a/b/v1/chat/completions"),
+            Err(ApiError::MethodNotAllowed("POST"))
+        );
+        for p in [
+            "/inference//b/v1/chat/completions",
+            "/inference/a//v1/chat/completions",
+            "/inference/a/v1/chat/completions",
+            "/inference/a/b/v1/chat/completions/x",
+            "/brave/res/v1/web/search/",
+            "/linkup/v1/search/x",
+        ] {
+            assert_eq!(
+                route("POST", p),
+                Err(ApiError::NotFound("not_found")),
+                "{p}"
+            );
+        }
     }
 
     #[test]
