@@ -16,5 +16,8 @@ if [[ -z "${SPIN_VARIABLE_ADMIN_KEY:-}" ]]; then
     export SPIN_VARIABLE_ADMIN_KEY
 fi
 
+# The Playground's demo world (README), so every role can be tried at once.
+export SPIN_VARIABLE_SEED_DEMO_DATA="${SPIN_VARIABLE_SEED_DEMO_DATA:-true}"
+
 log "serving (Ctrl-C to stop)"
 exec cargo run --profile host -p ratatoskr-host -- up --runtime-config-file runtime-config.toml "$@"
