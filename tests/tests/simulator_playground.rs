@@ -586,3 +586,52 @@ async fn the_playground_search_probe_reads_both_fake_providers() {
         assert_ne!(status, 200, "{provider}: {body}");
     }
 }
+
+/// `POST /admin/v1/gw/{tenant}/{gateway}/v1/chat/completions`: the Playground's same-origin
+/// pass-through to the inference endpoint (issue 6).
+async fn infer_via_playground(app: &TestApp, tenant: &str, gateway: &str, auth: Option<&str>, body: &str) -> reqwest::Response {
+    let mut request = client()
+        .post(app.url(&format!("/admin/v1/gw/{tenant}/{gateway}/v1/chat/completions")))
+        .header("content-type", "application/json")
+        .body(body.to_owned());
+    if let Some(auth) = auth {
+        request = request.header("authorization", auth);
+    }
+    request.send().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_playground_pass_through_streams_inference_and_passes_refusals_through() {
+    let w = world().await;
+    let token = w.mint(&w.session, "acme", "main").await;
+    let bearer = format!("Bearer {token}");
+    // Streams chunk by chunk, with the trace id; no admin session needed.
+    let response = infer_via_playground(&w.app, "acme", "main", Some(&bearer), &chat_body("through the pass-through", true)).await;
+    assert_eq!(response.headers()["cache-control"], "no-store");
+    let s = stream(response).await;
+    check_chunks(&s, "sim-chat-1");
+    assert!(s.text().contains("through the pass-through"), "{}", s.text());
+    let (status, trace) = w.admin_get(&format!("/admin/v1/traces/{}", s.trace_id), &w.session).await;
+    assert_eq!(status, 200, "{trace}");
+
+    // The upstream's refusals reach the browser unchanged, before any byte.
+    assert_refused(infer_via_playground(&w.app, "acme", "main", None, &chat_body("hi", true)).await, 401, "invalid_token").await;
+    assert_refused(infer_via_playground(&w.app, "acme", "second", Some(&bearer), &chat_body("hi", true)).await, 401, "invalid_token").await;
+    w.app.app.clock().advance(Duration::from_secs(1801));
+    assert_refused(infer_via_playground(&w.app, "acme", "main", Some(&bearer), &chat_body("hi", true)).await, 401, "token_expired").await;
+
+    // Its own validation: slugs, shape, method.
+    for (path, status, code) in [
+        ("/admin/v1/gw/ac.me/main/v1/chat/completions", 400, "invalid_slug"),
+        ("/admin/v1/gw/acme/ma%2Fin/v1/chat/completions", 400, "invalid_slug"),
+        ("/admin/v1/gw/acme/main/v1/chat", 404, "not_found"),
+    ] {
+        let response = client().post(w.app.url(path)).bearer_auth(&token).body("{}").send().await.unwrap();
+        assert_eq!(response.status().as_u16(), status, "{path}");
+        let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(body["error_code"], code, "{path}");
+    }
+    let get = client().get(w.app.url("/admin/v1/gw/acme/main/v1/chat/completions")).send().await.unwrap();
+    assert_eq!(get.status(), 405);
+    assert_log_clean(&w.app, &[&token]);
+}

@@ -23,6 +23,13 @@ const HEADERS: &[&str] = &["authorization", "cookie", "content-type", "origin", 
 
 #[http_component]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
+    let path_info = path_info(&req);
+    if let Some(target) = crate::inference::route(&method_name(&req), &path_info) {
+        return match target {
+            Ok(target) => proxy_inference(&req, out, &target),
+            Err(e) => send(out, e.into()),
+        };
+    }
     let request = to_request(&req);
     let response = match (Config::from_vars(|name| spin_sdk::variables::get(name).ok()), sqlite3::Connection::open("default")) {
         (Err(e), _) => e.into(),
@@ -53,17 +60,21 @@ fn to_request(req: &IncomingRequest) -> Request {
             }
         }
     }
-    let path_info = headers
-        .get("spin-path-info")
-        .into_iter()
-        .next()
-        .and_then(|v| String::from_utf8(v).ok())
-        .unwrap_or_default();
+    let path_info = path_info(req);
     let path_with_query = req.path_with_query().unwrap_or_default();
     let query = path_with_query.split_once('?').map(|(_, q)| q.to_string()).unwrap_or_default();
     let method = method_name(req);
     let body = if method == "POST" { read_body(req) } else { Body::Bytes(Vec::new()) };
     Request { method, path: path_info, query, headers: list, body }
+}
+
+fn path_info(req: &IncomingRequest) -> String {
+    req.headers()
+        .get("spin-path-info")
+        .into_iter()
+        .next()
+        .and_then(|v| String::from_utf8(v).ok())
+        .unwrap_or_default()
 }
 
 fn read_body(req: &IncomingRequest) -> Body {
@@ -276,5 +287,144 @@ fn read_to_end(stream: &InputStream, limit: usize, quiet: Duration) -> Result<Ve
                 return Err(wasi_http::http_error_code(&e).map_or(TransportFailure::Unreachable, |code| classify(&code)));
             }
         }
+    }
+}
+
+// ---- the inference pass-through (see crate::inference) -----------------------------------------
+
+/// First-byte and between-bytes limit of the inference stream (a slow demo
+/// turn sends a delta every half second).
+const INFERENCE_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn proxy_inference(req: &IncomingRequest, out: ResponseOutparam, target: &crate::inference::Target) {
+    use crate::inference as inf;
+    let base = match inf::base_url(spin_sdk::variables::get("inference_base_url").ok()) {
+        Ok(b) => b,
+        Err(e) => return send(out, e.into()),
+    };
+    let forwarded: Vec<(String, Vec<u8>)> = {
+        let headers = req.headers();
+        let mut list = Vec::new();
+        for name in inf::FORWARDED_REQUEST_HEADERS {
+            for value in headers.get(&name.to_string()) {
+                list.push((name.to_string(), value));
+            }
+        }
+        list
+    };
+    let body = match read_limited(req, inf::MAX_CHAT_BODY) {
+        Body::TooLarge => return send(out, ApiError::body_too_large().into()),
+        Body::Bytes(b) => b,
+    };
+    let upstream = match inference_request(&base, &inf::upstream_path(&base, target), &forwarded, &body) {
+        Ok(r) => r,
+        Err(failure) => return send(out, inf::unreachable(failure == TransportFailure::Timeout).into()),
+    };
+    let mut list = vec![
+        ("cache-control".to_string(), b"no-store".to_vec()),
+        ("x-content-type-options".to_string(), b"nosniff".to_vec()),
+    ];
+    let upstream_headers = upstream.headers();
+    for name in inf::FORWARDED_RESPONSE_HEADERS {
+        for value in upstream_headers.get(&name.to_string()) {
+            list.push((name.to_string(), value));
+        }
+    }
+    drop(upstream_headers);
+    let Ok(headers) = Fields::from_list(&list) else { return };
+    let outgoing = OutgoingResponse::new(headers);
+    let _ = outgoing.set_status_code(upstream.status());
+    let Ok(out_body) = outgoing.body() else { return };
+    out.set(outgoing);
+    let Ok(out_stream) = out_body.write() else { return };
+    if let Ok(in_body) = upstream.consume() {
+        if let Ok(in_stream) = in_body.stream() {
+            pump(&in_stream, &out_stream);
+            drop(in_stream);
+        }
+        drop(in_body);
+    }
+    let _ = out_stream.blocking_flush();
+    drop(out_stream);
+    let _ = OutgoingBody::finish(out_body, None);
+}
+
+/// Copies the upstream body chunk by chunk, flushing each, until it ends,
+/// stalls past [`INFERENCE_TIMEOUT`] or the browser goes away.
+fn pump(input: &InputStream, output: &OutputStream) {
+    loop {
+        let readable = input.subscribe();
+        let timer = wasi::clocks::monotonic_clock::subscribe_duration(INFERENCE_TIMEOUT.as_nanos() as u64);
+        if !wasi::io::poll::poll(&[&readable, &timer]).contains(&0) {
+            return;
+        }
+        match input.read(READ_CHUNK) {
+            Ok(chunk) if chunk.is_empty() => continue,
+            Ok(chunk) => {
+                if !write_all(output, &chunk) {
+                    return;
+                }
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+fn read_limited(req: &IncomingRequest, limit: usize) -> Body {
+    let Ok(body) = req.consume() else { return Body::Bytes(Vec::new()) };
+    let Ok(stream) = body.stream() else { return Body::Bytes(Vec::new()) };
+    let mut bytes = Vec::new();
+    loop {
+        match stream.blocking_read(READ_CHUNK) {
+            Ok(chunk) => {
+                bytes.extend_from_slice(&chunk);
+                if bytes.len() > limit {
+                    return Body::TooLarge;
+                }
+            }
+            Err(_) => return Body::Bytes(bytes),
+        }
+    }
+}
+
+fn inference_request(
+    base: &crate::util::BaseUrl,
+    path: &str,
+    headers: &[(String, Vec<u8>)],
+    body: &[u8],
+) -> Result<wasi_http::IncomingResponse, TransportFailure> {
+    let fields = wasi_http::Fields::from_list(headers).map_err(|_| TransportFailure::Unreachable)?;
+    let request = wasi_http::OutgoingRequest::new(fields);
+    let scheme = if base.https { wasi_http::Scheme::Https } else { wasi_http::Scheme::Http };
+    let built = request.set_method(&wasi_http::Method::Post).is_ok()
+        && request.set_scheme(Some(&scheme)).is_ok()
+        && request.set_authority(Some(&base.authority)).is_ok()
+        && request.set_path_with_query(Some(path)).is_ok();
+    if !built {
+        return Err(TransportFailure::Unreachable);
+    }
+    let outgoing_body = request.body().map_err(|_| TransportFailure::Unreachable)?;
+    let ns = INFERENCE_TIMEOUT.as_nanos() as u64;
+    let options = wasi_http::RequestOptions::new();
+    let _ = options.set_connect_timeout(Some(ns));
+    let _ = options.set_first_byte_timeout(Some(ns));
+    let _ = options.set_between_bytes_timeout(Some(ns));
+    let future = outgoing_handler::handle(request, Some(options)).map_err(|code| classify(&code))?;
+    {
+        let stream = outgoing_body.write().map_err(|_| TransportFailure::Unreachable)?;
+        if !write_all(&stream, body) {
+            return Err(TransportFailure::Unreachable);
+        }
+    }
+    wasi_http::OutgoingBody::finish(outgoing_body, None).map_err(|code| classify(&code))?;
+    let pollable = future.subscribe();
+    let timer = wasi::clocks::monotonic_clock::subscribe_duration(ns);
+    if !wasi::io::poll::poll(&[&pollable, &timer]).contains(&0) {
+        return Err(TransportFailure::Timeout);
+    }
+    match future.get() {
+        Some(Ok(Ok(response))) => Ok(response),
+        Some(Ok(Err(code))) => Err(classify(&code)),
+        _ => Err(TransportFailure::Unreachable),
     }
 }

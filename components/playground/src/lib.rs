@@ -10,7 +10,8 @@
 //! - [`auth`]: sign-in, sessions, cookies, CSRF, rate limits, impersonation.
 //! - [`access`]: roles, gateway scopes and the per-route decisions.
 //! - [`tokens`]: playground token mint; [`search`]: the probe, EU gate and
-//!   provider classification; [`traces`]; [`gateways`].
+//!   provider classification; [`traces`]; [`gateways`]; [`inference`]: the
+//!   console's same-origin chat pass-through (`/gw/{tenant}/{gateway}/...`).
 //! - [`db`]: the SQL trait; [`schema`]: tables (and the contract the
 //!   simulator's inference endpoint relies on) and migrations; [`seed`]:
 //!   bootstrap admin and demo world.
@@ -25,6 +26,7 @@ pub mod auth;
 pub mod db;
 pub mod error;
 pub mod gateways;
+pub mod inference;
 pub mod routes;
 pub mod schema;
 pub mod search;

@@ -1,0 +1,131 @@
+//! The same-origin inference pass-through (issue 6):
+//! `POST /admin/v1/gw/{tenant_slug}/{gateway_slug}/v1/chat/completions`.
+//!
+//! The console's CSP allows `connect-src 'self'` and the gateway inference
+//! endpoint (the simulator's, by default) is a private component, so the
+//! Playground view streams its chat through this route. It is thin on
+//! purpose: no admin session (the browser's `Authorization: Bearer myra_…`
+//! gateway token is the credential, checked upstream), the JSON body and the
+//! bearer forwarded unchanged to
+//! `{inference_base_url}/{tenant}/{gateway}/v1/chat/completions`, and the
+//! answer streamed back chunk by chunk with its status, `content-type` and
+//! `x-trace-id` (a 401 `token_expired` / `invalid_token` body included).
+//! This module is the pure part: the path and slug validation, the upstream
+//! request; the byte pump is in the wasm handler.
+
+use crate::error::ApiError;
+use crate::util::BaseUrl;
+
+/// The path prefix (below `/admin/v1`) of the pass-through.
+pub const PREFIX: &str = "/gw/";
+/// Longest tenant or gateway slug.
+pub const MAX_SLUG_LEN: usize = 64;
+/// Largest chat body forwarded (the rest of the API takes 16 KiB).
+pub const MAX_CHAT_BODY: usize = 1024 * 1024;
+pub const DEFAULT_BASE_URL: &str = "http://simulator.spin.internal/inference";
+
+/// Request headers forwarded upstream (nothing else: no cookie, no origin).
+pub const FORWARDED_REQUEST_HEADERS: &[&str] = &["authorization", "content-type", "accept"];
+/// Response headers passed back to the browser.
+pub const FORWARDED_RESPONSE_HEADERS: &[&str] = &["content-type", "x-trace-id", "retry-after"];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub tenant_slug: String,
+    pub gateway_slug: String,
+}
+
+/// 1-64 characters of `a-z A-Z 0-9 _ -` (no dots, no percent, no slash).
+pub fn is_slug(raw: &str) -> bool {
+    !raw.is_empty() && raw.len() <= MAX_SLUG_LEN && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Is this path (below `/admin/v1`) the pass-through's? `None`: another route.
+/// `Some(Err)`: ours, but malformed (404), bad slugs (400) or not POST (405).
+pub fn route(method: &str, path: &str) -> Option<Result<Target, ApiError>> {
+    let rest = path.strip_prefix(PREFIX)?;
+    let segments: Vec<&str> = rest.split('/').collect();
+    let (tenant, gateway) = match segments.as_slice() {
+        [tenant, gateway, "v1", "chat", "completions"] => (*tenant, *gateway),
+        _ => return Some(Err(ApiError::not_found())),
+    };
+    if !is_slug(tenant) || !is_slug(gateway) {
+        return Some(Err(ApiError::new(400, "invalid_slug", "tenant and gateway slugs are 1-64 characters of A-Z a-z 0-9 _ -")));
+    }
+    if method != "POST" {
+        return Some(Err(ApiError::method_not_allowed("POST")));
+    }
+    Some(Ok(Target { tenant_slug: tenant.to_string(), gateway_slug: gateway.to_string() }))
+}
+
+/// The upstream path (with the base URL's prefix).
+pub fn upstream_path(base: &BaseUrl, target: &Target) -> String {
+    base.path(&format!("/{}/{}/v1/chat/completions", target.tenant_slug, target.gateway_slug))
+}
+
+pub fn base_url(raw: Option<String>) -> Result<BaseUrl, ApiError> {
+    let raw = raw.filter(|v| !v.trim().is_empty()).unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
+    BaseUrl::parse(&raw).ok_or_else(|| ApiError::misconfigured("inference_base_url is not an http(s) URL"))
+}
+
+/// The 502 when the inference upstream cannot be reached (nothing streamed yet).
+pub fn unreachable(timeout: bool) -> ApiError {
+    if timeout {
+        ApiError::new(504, "inference_timeout", "the gateway inference endpoint did not answer in time")
+    } else {
+        ApiError::new(502, "inference_unreachable", "the gateway inference endpoint could not be reached")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_only_its_prefix() {
+        assert_eq!(route("POST", "/auth/login"), None);
+        assert_eq!(route("POST", "/gateways"), None);
+        assert_eq!(route("POST", "/gwx/a/b/v1/chat/completions"), None);
+        let t = route("POST", "/gw/acme/main/v1/chat/completions").unwrap().unwrap();
+        assert_eq!(t, Target { tenant_slug: "acme".into(), gateway_slug: "main".into() });
+        let t = route("POST", "/gw/euco/eu-linkup/v1/chat/completions").unwrap().unwrap();
+        assert_eq!(t.gateway_slug, "eu-linkup");
+    }
+
+    #[test]
+    fn malformed_paths_and_methods() {
+        for bad in ["/gw/", "/gw/acme", "/gw/acme/main", "/gw/acme/main/v1/chat", "/gw/acme/main/v1/chat/completions/x", "/gw/acme/main/v2/chat/completions"] {
+            assert_eq!(route("POST", bad).unwrap().unwrap_err().code, "not_found", "{bad}");
+        }
+        let e = route("GET", "/gw/acme/main/v1/chat/completions").unwrap().unwrap_err();
+        assert_eq!((e.status, e.code), (405, "method_not_allowed"));
+        assert_eq!(e.headers, vec![("allow".into(), "POST".into())]);
+    }
+
+    #[test]
+    fn slugs_are_strictly_shaped() {
+        assert!(is_slug("acme") && is_slug("eu-linkup") && is_slug("a_B-9") && is_slug(&"a".repeat(64)));
+        for bad in ["", "..", ".", "a.b", "a%2Fb", "a%20", "a b", "é", "a?b", "a#b", "a:b", &"a".repeat(65)] {
+            assert!(!is_slug(bad), "{bad:?}");
+            let path = format!("/gw/{bad}/main/v1/chat/completions");
+            let code = route("POST", &path).unwrap().unwrap_err().code;
+            assert!(code == "invalid_slug" || code == "not_found", "{bad:?}: {code}");
+            let path = format!("/gw/acme/{bad}/v1/chat/completions");
+            let code = route("POST", &path).unwrap().unwrap_err().code;
+            assert!(code == "invalid_slug" || code == "not_found", "{bad:?}: {code}");
+        }
+        let e = route("POST", "/gw/a.b/main/v1/chat/completions").unwrap().unwrap_err();
+        assert_eq!((e.status, e.code), (400, "invalid_slug"));
+    }
+
+    #[test]
+    fn upstream_url_keeps_the_base_prefix() {
+        let t = Target { tenant_slug: "acme".into(), gateway_slug: "main".into() };
+        let base = base_url(None).unwrap();
+        assert_eq!(base.authority, "simulator.spin.internal");
+        assert_eq!(upstream_path(&base, &t), "/inference/acme/main/v1/chat/completions");
+        let base = base_url(Some("http://127.0.0.1:9999/".into())).unwrap();
+        assert_eq!(upstream_path(&base, &t), "/acme/main/v1/chat/completions");
+        assert_eq!(base_url(Some("ftp://x".into())).unwrap_err().code, "server_misconfigured");
+    }
+}
