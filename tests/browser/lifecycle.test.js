@@ -9,6 +9,9 @@ const h = require('./lib/harness');
 const { MockUpstream } = require('./lib/mock-upstream');
 
 const PAD_POLL_MS = [1500, 3500, 6500, 10500];
+// The reference time is when the test's MutationObserver saw the done line,
+// which under load can trail the moment the page armed its timers: allow
+// polls up to 250 ms "early" against it (they stay far apart from each other).
 const T0 = '2026-11-01T10:00:00.000Z';
 const T1 = '2026-11-01T10:00:05.000Z';
 const AFFECT_404 = { path: /^\/api\/affect\?agent_id=\w+$/, status: 404 };
@@ -115,7 +118,7 @@ describe('lifecycle and the PAD poll (mock upstream)', () => {
         const offsets = polls.map((p) => Math.round(p.t - done.t));
         const expected = { pad_never: 4, pad_adv: 2, pad_new0: 0, pad_new1: 1 }[agent];
         assert.equal(polls.length, expected, `${agent}: polls after done at +${offsets} ms`);
-        offsets.forEach((o, i) => assert.ok(o >= PAD_POLL_MS[i] - 50 && o <= PAD_POLL_MS[i] + 1500, `${agent}: poll ${i} at +${o} ms, expected ~${PAD_POLL_MS[i]}`));
+        offsets.forEach((o, i) => assert.ok(o >= PAD_POLL_MS[i] - 250 && o <= PAD_POLL_MS[i] + 1500, `${agent}: poll ${i} at +${o} ms, expected ~${PAD_POLL_MS[i]}`));
         assert.equal(mock.reads(agent).length, 1 + expected, `${agent}: reads the upstream saw`);
 
         // History: one sample per emit however often it was read (dedupe by emitted_at).
