@@ -1,0 +1,357 @@
+//! The Playground API (issue 5) through the real host, the repo's spin.toml
+//! and the built playground.wasm, every scenario against a baseline measured
+//! in the same run:
+//!
+//!   cargo run --profile host -p component-tests --bin bench-playground [-- N]
+//!
+//! 1. Mint: N (default 1000) sequential `POST /admin/v1/playground/token` with
+//!    a tenant admin's bearer session; baseline `GET /admin/v1/auth/me` (the
+//!    same component, the same session lookup, nothing written); and the same
+//!    mint against a second app whose database is in memory, to show what the
+//!    file database's commits cost.
+//! 2. Trace read: `GET /admin/v1/traces/{id}` of traces of 10, 1,000 and
+//!    10,000 steps (time and response size). Only the inference path writes
+//!    traces, so this bench writes them itself into the SAME SQLite file the
+//!    host serves, through the documented table contract
+//!    (components/playground/src/schema.rs), after the component created its
+//!    schema; the read path measured is the component's own.
+//! 3. Search probe: `GET /admin/v1/playground/search` for `gw_acme_main`
+//!    (Brave) whose provider is a mock answering a fixed Brave-shaped body,
+//!    vs the same request sent to that mock directly.
+//!
+//! Each scenario runs on its own keep-alive HTTP/1.1 connection, sequentially,
+//! after a warm-up. Everything (mock, host, client) is in this process.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use component_tests::*;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use ratatoskr_host::runtime_config::{RuntimeConfig, StoreLocation};
+use ratatoskr_host::sqlite::{SqlValue, SqliteDatabases};
+use serde_json::{json, Value};
+
+const DEMO_PASSWORD: &str = "bench-demo-pw";
+const GATEWAY: &str = "gw_acme_main";
+/// The demo world's stored Brave key of `gw_acme_main` (components/playground/src/seed.rs).
+const BRAVE_KEY: &str = "demo-brave-key-acme-main";
+const QUERY: &str = "fjord%20weather";
+
+/// One request, replayed.
+#[derive(Clone)]
+struct Call {
+    method: http::Method,
+    path: String,
+    headers: Vec<(&'static str, String)>,
+    body: Bytes,
+    expect: u16,
+}
+
+impl Call {
+    fn get(path: impl Into<String>) -> Call {
+        Call { method: http::Method::GET, path: path.into(), headers: Vec::new(), body: Bytes::new(), expect: 200 }
+    }
+
+    fn header(mut self, name: &'static str, value: impl Into<String>) -> Call {
+        self.headers.push((name, value.into()));
+        self
+    }
+}
+
+struct Stats {
+    name: String,
+    p50: Duration,
+    p99: Duration,
+    per_sec: f64,
+    bytes: usize,
+}
+
+async fn connect(addr: SocketAddr) -> SendRequest<Full<Bytes>> {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(conn);
+    sender
+}
+
+/// `warmup` then `n` sequential requests on one connection; the response size
+/// is the last body's.
+async fn run(name: impl Into<String>, addr: SocketAddr, call: &Call, warmup: usize, n: usize) -> Stats {
+    let name = name.into();
+    let mut sender = connect(addr).await;
+    let mut once = async || -> usize {
+        let mut request = http::Request::builder().method(call.method.clone()).uri(&call.path).header("host", addr.to_string());
+        for (k, v) in &call.headers {
+            request = request.header(*k, v);
+        }
+        sender.ready().await.unwrap();
+        let response = sender.send_request(request.body(Full::new(call.body.clone())).unwrap()).await.unwrap();
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(status, call.expect, "{name}: {}", String::from_utf8_lossy(&body[..body.len().min(300)]));
+        body.len()
+    };
+    for _ in 0..warmup {
+        once().await;
+    }
+    let mut latencies = Vec::with_capacity(n);
+    let mut bytes = 0;
+    let started = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        bytes = once().await;
+        latencies.push(t.elapsed());
+    }
+    let total = started.elapsed();
+    latencies.sort();
+    Stats {
+        name,
+        p50: latencies[n / 2],
+        p99: latencies[(n * 99 / 100).min(n - 1)],
+        per_sec: n as f64 / total.as_secs_f64(),
+        bytes,
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1e3)
+}
+
+fn brave_body() -> String {
+    let results: Vec<Value> = (0..7)
+        .map(|i| json!({ "title": format!("Brave {i}"), "url": format!("https://brave.example/{i}"), "description": format!("result {i} about fjord weather") }))
+        .collect();
+    json!({ "type": "search", "web": { "results": results } }).to_string()
+}
+
+const STEP_NAMES: [&str; 6] = ["request.received", "prompt.build", "llm.call", "tool.web_search", "tool.result", "llm.stream"];
+
+/// Writes one trace of `steps` steps the way the schema contract says the
+/// inference endpoint does (trace row first, then one row per step), in one
+/// transaction.
+fn write_trace(db: &SqliteDatabases, id: &str, steps: usize) {
+    let mut conn = db.connect("default").unwrap();
+    let started: i64 = 1_796_000_000_000;
+    conn.execute("BEGIN", &[]).unwrap();
+    conn.execute(
+        "INSERT INTO traces (id, gateway_id, started_at, ended_at, model, status) VALUES (?, ?, ?, ?, ?, ?)",
+        &[
+            SqlValue::Text(id.into()),
+            SqlValue::Text(GATEWAY.into()),
+            SqlValue::Integer(started),
+            SqlValue::Integer(started + steps as i64 * 15),
+            SqlValue::Text("ratatoskr-large".into()),
+            SqlValue::Text("ok".into()),
+        ],
+    )
+    .unwrap();
+    for seq in 0..steps {
+        let (name, data) = if seq + 1 == steps {
+            ("response.done", json!({ "status": "ok", "finish_reason": "stop" }))
+        } else {
+            let name = STEP_NAMES[seq % STEP_NAMES.len()];
+            let data = match name {
+                "llm.call" | "llm.stream" => json!({ "model": "ratatoskr-large", "output": "A streamed chunk of the answer.", "tokens": 40 + seq }),
+                "tool.web_search" => json!({ "provider": "brave", "q": "fjord weather" }),
+                _ => json!({ "seq": seq }),
+            };
+            (name, data)
+        };
+        let at = started + seq as i64 * 15;
+        conn.execute(
+            "INSERT INTO trace_steps (trace_id, seq, name, started_at, ended_at, data) VALUES (?, ?, ?, ?, ?, ?)",
+            &[
+                SqlValue::Text(id.into()),
+                SqlValue::Integer(seq as i64),
+                SqlValue::Text(name.into()),
+                SqlValue::Integer(at),
+                SqlValue::Integer(at + 12),
+                SqlValue::Text(data.to_string()),
+            ],
+        )
+        .unwrap();
+    }
+    conn.execute("COMMIT", &[]).unwrap();
+}
+
+/// p50 of the component's steps query run natively through the host's own
+/// SQLite layer (same file, same statement, no component, no HTTP).
+fn native_select(db: &SqliteDatabases, id: &str, steps: usize, n: usize) -> Duration {
+    let mut conn = db.connect("default").unwrap();
+    let mut latencies = Vec::with_capacity(n);
+    for i in 0..n + 5 {
+        let t = Instant::now();
+        let rows = conn
+            .execute(
+                "SELECT name, started_at, ended_at, data FROM trace_steps WHERE trace_id = ? ORDER BY seq",
+                &[SqlValue::Text(id.into())],
+            )
+            .unwrap()
+            .rows;
+        if i >= 5 {
+            latencies.push(t.elapsed());
+        }
+        assert_eq!(rows.len(), steps);
+    }
+    latencies.sort();
+    latencies[n / 2]
+}
+
+fn table(rows: &[&Stats], with_bytes: bool) {
+    if with_bytes {
+        println!("| scenario | p50 ms | p99 ms | req/s | response bytes |\n|---|---|---|---|---|");
+    } else {
+        println!("| scenario | p50 ms | p99 ms | req/s |\n|---|---|---|---|");
+    }
+    for s in rows {
+        if with_bytes {
+            println!("| {} | {} | {} | {:.0} | {} |", s.name, ms(s.p50), ms(s.p99), s.per_sec, s.bytes);
+        } else {
+            println!("| {} | {} | {} | {:.0} |", s.name, ms(s.p50), ms(s.p99), s.per_sec);
+        }
+    }
+    println!();
+}
+
+/// The repo's spin.toml with the demo world seeded, Brave redirected to `brave`
+/// and the `default` database at `db` (a file: Spin's default, and what the
+/// trace rows are written into).
+fn playground_options(brave: &MockUpstream, db: StoreLocation) -> TestAppOptions {
+    let mut options = TestAppOptions::new(repo_root().join("spin.toml"))
+        .variable("seed_demo_data", "true")
+        .variable("demo_password", DEMO_PASSWORD)
+        .variable("brave_base_url", "http://brave.test/b")
+        .variable("brave_origin", "http://brave.test")
+        .redirect("brave.test:80", brave);
+    options.runtime_config = RuntimeConfig {
+        key_value_stores: BTreeMap::from([("default".to_string(), StoreLocation::Memory)]),
+        sqlite_databases: BTreeMap::from([("default".to_string(), db)]),
+    };
+    options
+}
+
+/// Signs in as the acme tenant admin (the first request also migrates and
+/// seeds the demo world) and returns the session token.
+async fn login(app: &TestApp) -> String {
+    let login = client()
+        .post(app.url("/admin/v1/auth/login"))
+        .header("content-type", "application/json")
+        .body(json!({ "email": "admin@acme.test", "password": DEMO_PASSWORD }).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 200);
+    let cookie = login.headers()["set-cookie"].to_str().unwrap();
+    cookie.split(';').next().unwrap().split_once('=').unwrap().1.to_string()
+}
+
+#[tokio::main]
+async fn main() {
+    let n: usize = std::env::args().nth(1).map(|s| s.parse().expect("N")).unwrap_or(1000);
+    require_wasm("playground.wasm");
+    let brave = MockUpstream::start(|_| async { respond(200, "application/json", brave_body()) }).await;
+    let dir = std::env::temp_dir().join(format!("ratatoskr-bench-playground-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db_path = dir.join("sqlite_db.db");
+    let app = TestApp::start(playground_options(&brave, StoreLocation::File(db_path.clone())))
+        .await
+        .expect("spin.toml boots with the playground");
+    let bearer = format!("Bearer {}", login(&app).await);
+
+    // 1. Mint vs an authenticated trivial route.
+    let me = Call::get("/admin/v1/auth/me").header("authorization", bearer.clone());
+    let mint = Call {
+        method: http::Method::POST,
+        path: "/admin/v1/playground/token".into(),
+        headers: vec![("authorization", bearer.clone()), ("content-type", "application/json".into())],
+        body: Bytes::from(json!({ "gateway_id": GATEWAY }).to_string()),
+        expect: 200,
+    };
+    let warmup = 100;
+    let me_stats = run("GET /auth/me (baseline)", app.addr, &me, warmup, n).await;
+    let mint_stats = run("POST /playground/token (mint)", app.addr, &mint, warmup, n).await;
+    // The same mint with the database in memory: what the file's commits cost.
+    let mem_app = TestApp::start(playground_options(&brave, StoreLocation::Memory)).await.unwrap();
+    let mem_bearer = format!("Bearer {}", login(&mem_app).await);
+    let mem_mint = Call { headers: vec![("authorization", mem_bearer), ("content-type", "application/json".into())], ..mint.clone() };
+    let mem_stats = run("POST /playground/token (mint), in-memory database", mem_app.addr, &mem_mint, warmup, n).await;
+    drop(mem_app);
+    println!("### Mint ({n} sequential requests after {warmup} warm-up, tenant admin bearer session)\n");
+    table(&[&me_stats, &mint_stats, &mem_stats], false);
+    println!(
+        "- mint: {:.0} mints/s; p50 {:.2}x, p99 {:.2}x the authenticated trivial route (+{} ms p50)\n",
+        mint_stats.per_sec,
+        mint_stats.p50.as_secs_f64() / me_stats.p50.as_secs_f64(),
+        mint_stats.p99.as_secs_f64() / me_stats.p99.as_secs_f64(),
+        ms(mint_stats.p50.saturating_sub(me_stats.p50)),
+    );
+    println!(
+        "- in memory: {:.0} mints/s, p50 {:.2}x /auth/me: the file database's commits (a DELETE of expired tokens and an INSERT, each its own transaction) are {} ms of the p50\n",
+        mem_stats.per_sec,
+        mem_stats.p50.as_secs_f64() / me_stats.p50.as_secs_f64(),
+        ms(mint_stats.p50.saturating_sub(mem_stats.p50)),
+    );
+
+    // 2. Trace reads. The component created the schema when it served the login.
+    let db = SqliteDatabases::open(&BTreeMap::from([("default".to_string(), StoreLocation::File(db_path.clone()))])).unwrap();
+    let reads = 100;
+    let mut trace_stats = Vec::new();
+    let mut native = Vec::new();
+    for steps in [10usize, 1_000, 10_000] {
+        let id = format!("trc_bench_{steps}");
+        let started = Instant::now();
+        write_trace(&db, &id, steps);
+        let written = started.elapsed();
+        // The read returns every step, decoded.
+        let check = client().get(app.url(&format!("/admin/v1/traces/{id}"))).header("authorization", &bearer).send().await.unwrap();
+        assert_eq!(check.status(), 200);
+        let body: Value = serde_json::from_str(&check.text().await.unwrap()).unwrap();
+        assert_eq!(body["trace"]["step_count"], steps);
+        assert_eq!(body["steps"].as_array().unwrap().len(), steps);
+        eprintln!("wrote {id} in {} ms", written.as_millis());
+        let call = Call::get(format!("/admin/v1/traces/{id}")).header("authorization", bearer.clone());
+        trace_stats.push(run(format!("GET /traces/{{id}}, {steps} steps"), app.addr, &call, 5, reads).await);
+        native.push(native_select(&db, &id, steps, reads));
+    }
+    println!("### Trace read ({reads} sequential reads per trace after 5 warm-up; p99 of 100 = the slowest)\n");
+    let rows: Vec<&Stats> = std::iter::once(&me_stats).chain(trace_stats.iter()).collect();
+    table(&rows, true);
+    for ((s, steps), select) in trace_stats.iter().zip([10.0, 1_000.0, 10_000.0]).zip(&native) {
+        println!(
+            "- {steps:.0} steps: p50 {:.2}x /auth/me, {:.1} us and {:.0} bytes per step; the steps SELECT alone, natively through the host's SQLite layer: p50 {} ms",
+            s.p50.as_secs_f64() / me_stats.p50.as_secs_f64(),
+            s.p50.as_secs_f64() * 1e6 / steps,
+            s.bytes as f64 / steps,
+            ms(*select),
+        );
+    }
+    println!();
+
+    // 3. Search probe vs the same provider called directly.
+    let direct = Call::get(format!("/b/res/v1/web/search?q={QUERY}&count=5"))
+        .header("accept", "application/json")
+        .header("x-subscription-token", BRAVE_KEY);
+    let probe = Call::get(format!("/admin/v1/playground/search?q={QUERY}&gateway_id={GATEWAY}")).header("authorization", bearer.clone());
+    let direct_stats = run("fake Brave called directly (baseline)", brave.addr, &direct, warmup, n).await;
+    let probe_stats = run("GET /playground/search (probe -> fake Brave)", app.addr, &probe, warmup, n).await;
+    let seen = brave.requests();
+    let last = seen.last().unwrap();
+    assert_eq!(last.path_and_query, format!("/b/res/v1/web/search?q={QUERY}&count=5"), "the probe sent the same request");
+    assert_eq!(last.headers["x-subscription-token"], BRAVE_KEY);
+    println!("### Search probe ({n} sequential requests after {warmup} warm-up)\n");
+    table(&[&direct_stats, &me_stats, &probe_stats], false);
+    println!(
+        "- probe overhead over the direct call: p50 +{} ms, p99 +{} ms; over /auth/me: p50 +{} ms (the outbound call and result mapping)",
+        ms(probe_stats.p50.saturating_sub(direct_stats.p50)),
+        ms(probe_stats.p99.saturating_sub(direct_stats.p99)),
+        ms(probe_stats.p50.saturating_sub(me_stats.p50)),
+    );
+
+    drop(app);
+    let _ = std::fs::remove_dir_all(&dir);
+}
