@@ -33,7 +33,7 @@ const READ_CHUNK: u64 = 64 * 1024;
 
 #[http_component]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
-    let method = method_name(&req);
+    let method = req.method().to_string();
     let path_info = header(&req, "spin-path-info").unwrap_or_default();
     let path_with_query = req.path_with_query().unwrap_or_default();
     let query = path_with_query.split_once('?').map(|(_, q)| q).unwrap_or("");
@@ -607,21 +607,6 @@ fn header(req: &IncomingRequest, name: &str) -> Option<String> {
         .and_then(|v| String::from_utf8(v).ok())
 }
 
-fn method_name(req: &IncomingRequest) -> String {
-    use spin_sdk::http::Method;
-    match req.method() {
-        Method::Get => "GET".into(),
-        Method::Head => "HEAD".into(),
-        Method::Post => "POST".into(),
-        Method::Put => "PUT".into(),
-        Method::Delete => "DELETE".into(),
-        Method::Patch => "PATCH".into(),
-        Method::Options => "OPTIONS".into(),
-        Method::Connect => "CONNECT".into(),
-        Method::Trace => "TRACE".into(),
-        Method::Other(m) => m,
-    }
-}
 
 /// Reads and parses a browser JSON body: JSON content type only (a
 /// cross-site form cannot send one without a preflight), bounded size.

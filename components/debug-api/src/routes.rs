@@ -102,55 +102,16 @@ pub fn last_event_id(raw: &str) -> Result<String, ApiError> {
     }
 }
 
-/// The first value of `name` in an `application/x-www-form-urlencoded` query.
+/// The first value of `name` in the query, decoded strictly. A value that
+/// does not decode is passed on raw, so the validators refuse it instead of
+/// treating it as absent.
 pub fn query_param(query: &str, name: &str) -> Option<String> {
-    query.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        // A value that does not decode is passed on raw, so the validators
-        // refuse it instead of treating it as absent.
-        (percent_decode(k)? == name).then(|| percent_decode(v).unwrap_or_else(|| v.to_string()))
-    })
+    let raw = *query::query_values(query, name).first()?;
+    Some(query::percent_decode(raw).unwrap_or_else(|| raw.to_string()))
 }
 
-/// Decodes `%XX` and `+`; `None` for broken escapes or non-UTF-8 (which the
-/// validators would refuse anyway, but must not be half-decoded).
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hex = s.get(i + 1..i + 3)?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
-/// Percent-encodes a validated id for a URL query (ids are already safe;
-/// this keeps the URL builder correct for any future relaxation).
-pub fn encode_query_value(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+/// Percent-encodes a validated id for an upstream URL query.
+pub use query::percent_encode as encode_query_value;
 
 #[cfg(test)]
 mod tests {

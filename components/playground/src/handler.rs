@@ -24,7 +24,7 @@ const HEADERS: &[&str] = &["authorization", "cookie", "content-type", "origin", 
 #[http_component]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let path_info = path_info(&req);
-    if let Some(target) = crate::inference::route(&method_name(&req), &path_info) {
+    if let Some(target) = crate::inference::route(&req.method().to_string(), &path_info) {
         return match target {
             Ok(target) => proxy_inference(&req, out, &target),
             Err(e) => send(out, e.into()),
@@ -63,7 +63,7 @@ fn to_request(req: &IncomingRequest) -> Request {
     let path_info = path_info(req);
     let path_with_query = req.path_with_query().unwrap_or_default();
     let query = path_with_query.split_once('?').map(|(_, q)| q.to_string()).unwrap_or_default();
-    let method = method_name(req);
+    let method = req.method().to_string();
     let body = if method == "POST" { read_body(req) } else { Body::Bytes(Vec::new()) };
     Request { method, path: path_info, query, headers: list, body }
 }
@@ -94,21 +94,6 @@ fn read_body(req: &IncomingRequest) -> Body {
     }
 }
 
-fn method_name(req: &IncomingRequest) -> String {
-    use spin_sdk::http::Method;
-    match req.method() {
-        Method::Get => "GET".into(),
-        Method::Head => "HEAD".into(),
-        Method::Post => "POST".into(),
-        Method::Put => "PUT".into(),
-        Method::Delete => "DELETE".into(),
-        Method::Patch => "PATCH".into(),
-        Method::Options => "OPTIONS".into(),
-        Method::Connect => "CONNECT".into(),
-        Method::Trace => "TRACE".into(),
-        Method::Other(m) => m,
-    }
-}
 
 fn send(out: ResponseOutparam, response: Response) {
     let mut list = vec![

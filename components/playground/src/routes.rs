@@ -2,7 +2,7 @@
 //! value. Ids never reach SQL unvalidated (and SQL only ever binds them).
 
 use crate::error::ApiError;
-use crate::util::{percent_decode, query_values};
+use query::{percent_decode, query_values};
 
 pub const MAX_ID_LEN: usize = 128;
 /// Longest search query, in characters (after trimming).

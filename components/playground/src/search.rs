@@ -24,7 +24,8 @@ use crate::db::Val;
 use crate::error::ApiError;
 use crate::gateways::{self, Gateway};
 use crate::routes;
-use crate::util::{percent_encode, BaseUrl};
+use crate::util::BaseUrl;
+use query::percent_encode;
 
 /// At most this many results are returned.
 pub const MAX_RESULTS: usize = 5;

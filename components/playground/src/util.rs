@@ -1,4 +1,5 @@
-//! Small pure helpers: hex/SHA-256, query strings, URLs and origins, ISO 8601.
+//! Small pure helpers: hex/SHA-256, URLs and origins, ISO 8601 (query
+//! strings: the shared `query` crate).
 
 use sha2::{Digest, Sha256};
 
@@ -15,57 +16,6 @@ pub fn hex(bytes: &[u8]) -> String {
 /// Lowercase hex SHA-256: how session and gateway tokens are stored.
 pub fn sha256_hex(text: &str) -> String {
     hex(&Sha256::digest(text.as_bytes()))
-}
-
-/// Decodes one `application/x-www-form-urlencoded` value (`+` is a space).
-/// `None` for a malformed escape or bytes that are not UTF-8.
-pub fn percent_decode(raw: &str) -> Option<String> {
-    let bytes = raw.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hi = bytes.get(i + 1).and_then(|c| (*c as char).to_digit(16))?;
-                let lo = bytes.get(i + 2).and_then(|c| (*c as char).to_digit(16))?;
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
-/// Percent-encodes everything but RFC 3986 unreserved characters.
-pub fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() * 3);
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// A query parameter's raw values, in order (`name` compared literally).
-pub fn query_values<'a>(query: &'a str, name: &str) -> Vec<&'a str> {
-    query
-        .split('&')
-        .filter_map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (k == name).then_some(v)
-        })
-        .collect()
 }
 
 /// Where a request is sent: `scheme://authority` plus a path prefix.
@@ -157,18 +107,6 @@ mod tests {
     #[test]
     fn sha256_is_lowercase_hex() {
         assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    }
-
-    #[test]
-    fn percent_decoding_and_encoding() {
-        assert_eq!(percent_decode("a+b%20c%2B").as_deref(), Some("a b c+"));
-        assert_eq!(percent_decode("%zz"), None);
-        assert_eq!(percent_decode("%4"), None);
-        assert_eq!(percent_decode("%ff"), None, "not UTF-8");
-        assert_eq!(percent_decode("caf%C3%A9").as_deref(), Some("café"));
-        assert_eq!(percent_encode("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
-        assert_eq!(query_values("q=1&gateway_id=2&q=3&x", "q"), vec!["1", "3"]);
-        assert_eq!(query_values("x", "x"), vec![""]);
     }
 
     #[test]
