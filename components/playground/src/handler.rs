@@ -64,7 +64,7 @@ fn to_request(req: &IncomingRequest) -> Request {
     let path_with_query = req.path_with_query().unwrap_or_default();
     let query = path_with_query.split_once('?').map(|(_, q)| q.to_string()).unwrap_or_default();
     let method = req.method().to_string();
-    let body = if method == "POST" { read_body(req) } else { Body::Bytes(Vec::new()) };
+    let body = if method == "POST" { read_limited(req, MAX_REQUEST_BODY) } else { Body::Bytes(Vec::new()) };
     Request { method, path: path_info, query, headers: list, body }
 }
 
@@ -75,23 +75,6 @@ fn path_info(req: &IncomingRequest) -> String {
         .next()
         .and_then(|v| String::from_utf8(v).ok())
         .unwrap_or_default()
-}
-
-fn read_body(req: &IncomingRequest) -> Body {
-    let Ok(body) = req.consume() else { return Body::Bytes(Vec::new()) };
-    let Ok(stream) = body.stream() else { return Body::Bytes(Vec::new()) };
-    let mut bytes = Vec::new();
-    loop {
-        match stream.blocking_read(READ_CHUNK) {
-            Ok(chunk) => {
-                bytes.extend_from_slice(&chunk);
-                if bytes.len() > MAX_REQUEST_BODY {
-                    return Body::TooLarge;
-                }
-            }
-            Err(_) => return Body::Bytes(bytes),
-        }
-    }
 }
 
 
