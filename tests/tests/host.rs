@@ -121,6 +121,7 @@ fn a_required_variable_without_value_stops_start_up_naming_it() {
         variables: Default::default(),
         redirects: Default::default(),
         log: LogSink::memory(),
+        files: Default::default(),
     })
     .err()
     .expect("load must fail")

@@ -21,6 +21,7 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use wasmtime_wasi_http::WasiHttpView;
 
 use crate::clock::Clock;
+use crate::files::{component_mounts, FilesMountStrategy};
 use crate::key_value::KeyValueStores;
 use crate::sqlite::SqliteDatabases;
 use crate::log::{GuestOutput, LogSink};
@@ -40,6 +41,8 @@ pub struct AppOptions {
     /// given socket instead (tests point upstream names at mock servers).
     pub redirects: HashMap<String, SocketAddr>,
     pub log: LogSink,
+    /// `spin up`'s default (copy at start-up) or `--direct-mounts`.
+    pub files: FilesMountStrategy,
 }
 
 /// What a component may do, resolved from the manifest at load.
@@ -67,6 +70,8 @@ pub struct AppInner {
     pub(crate) clock: Clock,
     pub(crate) redirects: HashMap<String, SocketAddr>,
     pub(crate) log: LogSink,
+    /// The per-run `spinup-*` directory holding the copied files; removed with the app.
+    _working_dir: Option<tempfile::TempDir>,
 }
 
 /// A running application, cheap to clone.
@@ -147,6 +152,17 @@ impl App {
         let key_value = KeyValueStores::open(&options.runtime_config.key_value_stores)?;
         let sqlite = SqliteDatabases::open(&options.runtime_config.sqlite_databases)?;
 
+        let (working_dir, assets_root) = match &options.files {
+            FilesMountStrategy::Copy => {
+                let dir = tempfile::TempDir::with_prefix("spinup-")?;
+                let assets = dir.path().join("assets");
+                (Some(dir), assets)
+            }
+            FilesMountStrategy::CopyInto(dir) => (None, dir.join("assets")),
+            FilesMountStrategy::Direct => (None, PathBuf::new()),
+        };
+        let direct = options.files == FilesMountStrategy::Direct;
+
         let engine = engine()?;
         let mut linker = Linker::<RequestState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
@@ -170,12 +186,8 @@ impl App {
                     bail!("component '{id}' uses sqlite database '{label}', which is not configured");
                 }
             }
-            let mounts = decl
-                .files
-                .iter()
-                .map(|m| m.resolve(&app_dir))
-                .collect::<Result<Vec<_>>>()
-                .with_context(|| format!("component '{id}' files"))?;
+            let mounts = component_mounts(direct, &assets_root, &app_dir, id, &decl.files, &decl.exclude_files)
+                .with_context(|| format!("Failed to load component `{id}`"))?;
             let config = ComponentConfig {
                 id: id.clone(),
                 variables: ComponentVariables::new(&decl.variables, &variables)
@@ -210,6 +222,7 @@ impl App {
             clock: Clock::default(),
             redirects: options.redirects,
             log: options.log,
+            _working_dir: working_dir,
         };
         Ok(App { inner: Arc::new(inner) })
     }

@@ -2,7 +2,8 @@
 //! `spin up` does, for machines without the spin CLI and for component tests.
 //!
 //! - [`manifest`], [`variables`], [`routing`], [`outbound`], [`runtime_config`]:
-//!   pure models of Spin's configuration rules, unit-tested natively.
+//!   pure models of Spin's configuration rules, unit-tested natively;
+//!   [`files`]: `files` copied into a per-run directory (or mounted directly).
 //! - [`app`]: compile and pre-instantiate every component once, then one fresh
 //!   store per request; [`server`]: the HTTP front door.
 //! - [`outbound_http`]: the outgoing-request hook (allow-list, service
@@ -12,6 +13,7 @@
 
 pub mod app;
 pub mod clock;
+pub mod files;
 pub mod key_value;
 pub mod log;
 pub mod manifest;
@@ -27,4 +29,5 @@ pub mod testing;
 pub mod variables;
 
 pub use app::{App, AppOptions};
+pub use files::FilesMountStrategy;
 pub use log::LogSink;

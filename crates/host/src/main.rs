@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use ratatoskr_host::runtime_config::RuntimeConfig;
 use ratatoskr_host::variables::VariableSources;
-use ratatoskr_host::{App, AppOptions, LogSink};
+use ratatoskr_host::{App, AppOptions, FilesMountStrategy, LogSink};
 
 #[derive(Parser)]
 #[command(about = "Runs a Spin application (spin.toml) on wasmtime, as `spin up` does")]
@@ -33,6 +33,13 @@ enum Command {
         /// Set an application variable: NAME=VALUE (beats SPIN_VARIABLE_*).
         #[arg(long = "variable", value_parser = parse_variable)]
         variables: Vec<(String, String)>,
+        /// Mount `files` directories in place instead of copying them at start-up
+        /// (edits are then seen without a restart), as `spin up --direct-mounts`.
+        #[arg(long = "direct-mounts")]
+        direct_mounts: bool,
+        /// Working directory for the copied files (default: a fresh `spinup-*` temp dir).
+        #[arg(long = "temp", alias = "tmp")]
+        temp: Option<PathBuf>,
     },
 }
 
@@ -44,7 +51,12 @@ fn parse_variable(s: &str) -> Result<(String, String), String> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let Command::Up { manifest, listen, runtime_config, variables } = Cli::parse().command;
+    let Command::Up { manifest, listen, runtime_config, variables, direct_mounts, temp } = Cli::parse().command;
+    let files = match (direct_mounts, temp) {
+        (true, _) => FilesMountStrategy::Direct,
+        (false, Some(dir)) => FilesMountStrategy::CopyInto(dir),
+        (false, None) => FilesMountStrategy::Copy,
+    };
     let app_dir = manifest.parent().map(PathBuf::from).filter(|p| !p.as_os_str().is_empty()).unwrap_or_else(|| ".".into());
     let runtime_config = match runtime_config {
         Some(path) => RuntimeConfig::from_file(&path, &app_dir)?,
@@ -59,6 +71,7 @@ async fn main() -> Result<()> {
         variables: sources,
         redirects: HashMap::new(),
         log: LogSink::Stderr,
+        files,
     })?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await

@@ -4,7 +4,7 @@
 //! rejected so a typo fails loudly instead of silently doing nothing.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
@@ -156,31 +156,6 @@ impl Manifest {
     }
 }
 
-impl FileMount {
-    /// Resolves a mount to (host directory, guest path). Glob patterns are
-    /// mounted as their directory, which is what every pattern here needs.
-    pub fn resolve(&self, app_dir: &Path) -> Result<(PathBuf, String)> {
-        match self {
-            FileMount::Placement { source, destination } => {
-                if !destination.starts_with('/') {
-                    bail!("file mount destination '{destination}' must be absolute");
-                }
-                Ok((app_dir.join(source), destination.clone()))
-            }
-            FileMount::Pattern(pattern) => {
-                let dir = pattern
-                    .trim_end_matches("/**/*")
-                    .trim_end_matches("/*")
-                    .trim_end_matches('/');
-                if dir.contains('*') {
-                    bail!("file pattern '{pattern}' is not supported; use {{ source, destination }}");
-                }
-                Ok((app_dir.join(dir), format!("/{dir}")))
-            }
-        }
-    }
-}
-
 /// Spin: variable names are lower_snake_case, starting with a letter.
 pub fn validate_variable_name(name: &str) -> Result<()> {
     let mut chars = name.chars();
@@ -244,8 +219,8 @@ source = "sim.wasm"
         assert!(matches!(m.trigger.http[1].route, RouteDecl::Private { private: true }));
         let web = &m.component["web"];
         assert_eq!(web.variables["greeting"], "hello {{ a }}");
-        let (host, guest) = web.files[1].resolve(Path::new("/app")).unwrap();
-        assert_eq!((host, guest.as_str()), (PathBuf::from("/app/assets"), "/assets"));
+        assert!(matches!(&web.files[0], FileMount::Placement { source, destination } if source == "static" && destination == "/site"));
+        assert!(matches!(&web.files[1], FileMount::Pattern(p) if p == "assets/*"));
     }
 
     #[test]

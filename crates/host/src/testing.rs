@@ -20,6 +20,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
 use crate::app::{App, AppOptions};
+use crate::files::FilesMountStrategy;
 use crate::log::LogSink;
 use crate::runtime_config::RuntimeConfig;
 use crate::server::{spawn, RunningServer};
@@ -38,6 +39,7 @@ pub struct TestAppOptions {
     pub variables: HashMap<String, String>,
     pub redirects: HashMap<String, SocketAddr>,
     pub runtime_config: RuntimeConfig,
+    pub files: FilesMountStrategy,
 }
 
 impl TestAppOptions {
@@ -47,7 +49,14 @@ impl TestAppOptions {
             variables: HashMap::new(),
             redirects: HashMap::new(),
             runtime_config: RuntimeConfig::in_memory(),
+            files: FilesMountStrategy::Copy,
         }
+    }
+
+    /// Mounts `files` in place, as `spin up --direct-mounts` (default: copied at start-up).
+    pub fn direct_mounts(mut self) -> Self {
+        self.files = FilesMountStrategy::Direct;
+        self
     }
 
     pub fn variable(mut self, name: &str, value: &str) -> Self {
@@ -71,6 +80,7 @@ impl TestApp {
             variables: VariableSources { explicit: options.variables, environment: HashMap::new() },
             redirects: options.redirects,
             log: LogSink::memory(),
+            files: options.files,
         })?;
         let server = spawn(app.clone(), SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         Ok(Self { app, addr: server.addr, _server: server })
