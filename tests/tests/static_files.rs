@@ -577,10 +577,43 @@ files = [
     }
 }
 
+/// `spin up` (and the host by default) serves the copy it made at start-up: the
+/// variants stay valid although every copied file has a new mtime, and an edit
+/// made while the app runs is not seen until a restart.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_start_up_copy_is_served_compressed_and_edits_wait_for_a_restart() {
+    let copy = SiteCopy::new();
+    let app = TestApp::start(TestAppOptions::new(copy.dir.join("spin.toml"))).await.unwrap();
+    let page = copy.dir.join("static/index.html");
+    let original = std::fs::read(&page).unwrap();
+    let br = get(&app, "/", &[("accept-encoding", "br, gzip")]).await;
+    assert_eq!(br.status(), 200);
+    assert_eq!(header(&br, "content-encoding"), "br", "the copied sidecar is still fresh");
+    let br_etag = header(&br, "etag").to_owned();
+    assert_eq!(br_etag, static_core::variant_etag(&static_core::content_etag(&original), static_core::Encoding::Brotli));
+    assert_eq!(brotli_decode(&br.bytes().await.unwrap()), original);
+
+    let mut edited = original.clone();
+    edited.extend_from_slice(b"<!-- edited while running zq82 -->\n");
+    std::fs::write(&page, &edited).unwrap();
+    let after = get(&app, "/", &[("accept-encoding", "br, gzip")]).await;
+    assert_eq!(header(&after, "etag"), br_etag, "the running app serves its start-up copy");
+    assert_eq!(brotli_decode(&after.bytes().await.unwrap()), original);
+    drop(app);
+
+    // After a restart the edit is seen: identity (its variant is stale), a new tag.
+    let restarted = TestApp::start(TestAppOptions::new(copy.dir.join("spin.toml"))).await.unwrap();
+    let fresh = get(&restarted, "/", &[("accept-encoding", "br, gzip")]).await;
+    assert!(fresh.headers().get("content-encoding").is_none());
+    assert_eq!(header(&fresh, "etag"), static_core::content_etag(&edited));
+    assert_eq!(fresh.bytes().await.unwrap(), edited);
+}
+
+/// With `--direct-mounts` the site is mounted in place, so edits are served at once.
 #[tokio::test(flavor = "multi_thread")]
 async fn edits_to_the_site_are_served_at_once_without_a_rebuild() {
     let copy = SiteCopy::new();
-    let app = TestApp::start(TestAppOptions::new(copy.dir.join("spin.toml"))).await.unwrap();
+    let app = TestApp::start(TestAppOptions::new(copy.dir.join("spin.toml")).direct_mounts()).await.unwrap();
     let page = copy.dir.join("static/index.html");
     let original = std::fs::read(&page).unwrap();
 

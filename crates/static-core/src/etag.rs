@@ -1,25 +1,56 @@
 //! Entity tags and `If-None-Match` (RFC 9110 §8.8.3, §13.1.2).
 
+use std::io::{self, Read};
+
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use sha2::{Digest, Sha256};
+use xxhash_rust::xxh3::Xxh3;
 
 use crate::encoding::Encoding;
-use crate::sidecar::SourceStamp;
 
-/// Strong ETag of the identity bytes: `"` + base64url(first 16 bytes of SHA-256) + `"`.
+/// Read size when hashing a file: a few WASI reads for a typical page.
+const HASH_CHUNK: usize = 16 * 1024;
+
+/// Strong ETag of the identity bytes: `"` + base64url(XXH3-128) + `"`.
+///
+/// The tag is the content's identity, so it is recomputed from the bytes on every
+/// request: it must not depend on modification times, which `spin up` resets when it
+/// copies the files at start-up. XXH3 (not SHA-256) because it runs at memory speed in
+/// wasm; a forged collision gains nothing, as whoever can write the files serves them.
 pub fn content_etag(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    format!("\"{}\"", URL_SAFE_NO_PAD.encode(&digest[..16]))
+    let mut hasher = Xxh3::new();
+    hasher.update(bytes);
+    etag_of(&hasher)
 }
 
-/// ETag from file metadata, used when no fresh sidecar vouches for the content:
-/// costs a stat, never a read. Its shape (`"m-…"`) can't collide with a content tag.
-pub fn metadata_etag(stamp: &SourceStamp) -> String {
-    format!(
-        "\"m-{:x}-{:x}-{:x}\"",
-        stamp.size, stamp.mtime_secs, stamp.mtime_nanos
-    )
+/// [`content_etag`] of the first `len` bytes of `reader`, read in chunks (no copy of
+/// the whole file in memory). A reader shorter than `len` is an error: the file
+/// changed under us, and a tag for bytes we will not send must not be made.
+pub fn content_etag_of(reader: impl Read, len: u64) -> io::Result<String> {
+    let mut hasher = Xxh3::new();
+    let mut reader = reader.take(len);
+    let mut buffer = vec![0u8; HASH_CHUNK.min(usize::try_from(len).unwrap_or(HASH_CHUNK)).max(1)];
+    let mut seen = 0u64;
+    loop {
+        match reader.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => {
+                hasher.update(&buffer[..n]);
+                seen += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if seen != len {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shrank while hashing"));
+    }
+    Ok(etag_of(&hasher))
+}
+
+fn etag_of(hasher: &Xxh3) -> String {
+    let digest = hasher.digest128().to_be_bytes();
+    format!("\"{}\"", URL_SAFE_NO_PAD.encode(digest))
 }
 
 /// ETag of one coded representation: `"abc"` -> `"abc-br"`. Each coding is a
@@ -121,29 +152,33 @@ mod tests {
     }
 
     #[test]
-    fn metadata_etag_changes_with_size_and_mtime() {
-        let stamp = SourceStamp {
-            size: 10,
-            mtime_secs: 1_700_000_000,
-            mtime_nanos: 5,
-        };
-        let tag = metadata_etag(&stamp);
-        assert!(is_plausible_etag(&tag), "{tag}");
-        assert_ne!(tag, metadata_etag(&SourceStamp { size: 11, ..stamp }));
-        assert_ne!(
-            tag,
-            metadata_etag(&SourceStamp {
-                mtime_nanos: 6,
-                ..stamp
-            })
+    fn content_etag_is_xxh3_128_of_the_bytes() {
+        // The published XXH3-128 of the empty input, big-endian.
+        let empty = 0x99aa06d3014798d86001c324468d497f_u128.to_be_bytes();
+        assert_eq!(
+            content_etag(b""),
+            format!("\"{}\"", URL_SAFE_NO_PAD.encode(empty))
         );
-        assert_ne!(
-            tag,
-            metadata_etag(&SourceStamp {
-                mtime_secs: 1,
-                ..stamp
-            })
+    }
+
+    #[test]
+    fn streamed_tag_equals_the_in_memory_tag() {
+        let bytes: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        for len in [0, 1, 16_383, 16_384, 16_385, 100_000] {
+            assert_eq!(
+                content_etag_of(&bytes[..], len as u64).unwrap(),
+                content_etag(&bytes[..len]),
+                "{len}"
+            );
+        }
+        // Only the first `len` bytes count.
+        assert_eq!(
+            content_etag_of(&bytes[..], 10).unwrap(),
+            content_etag(&bytes[..10])
         );
+        // A reader that ends early is an error, not a tag of fewer bytes.
+        let error = content_etag_of(&bytes[..5], 6).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! - [`encoding`]: `Accept-Encoding` negotiation
 //! - [`etag`]: strong ETags and `If-None-Match`
 //! - [`csp`]: inline script/style hashes and the page CSP
-//! - [`sidecar`]: the precompress metadata and its freshness rule
+//! - [`sidecar`]: the precompress metadata and its freshness rule (by content)
 //! - [`serve`]: one request -> one reply
 
 pub mod csp;
@@ -21,8 +21,8 @@ pub mod sidecar;
 
 pub use csp::{content_security_policy, hash_source, inline_hashes, InlineHashes};
 pub use encoding::{negotiate, Encoding};
-pub use etag::{content_etag, if_none_match_matches, metadata_etag, variant_etag};
+pub use etag::{content_etag, content_etag_of, if_none_match_matches, variant_etag};
 pub use media::{media_type_for, MediaType};
 pub use path::{sanitize_request_path, traversal_corpus, PathRefusal, SafePath, MAX_PATH_BYTES};
 pub use serve::{join_field_values, request_path, serve, Reply, ReplyBody, RequestHead, Site};
-pub use sidecar::{Sidecar, SourceStamp};
+pub use sidecar::Sidecar;

@@ -13,9 +13,7 @@ use crate::encoding::Encoding;
 use crate::etag::content_etag;
 use crate::media::media_type_for;
 use crate::path::sanitize_request_path;
-use crate::sidecar::{
-    sidecar_rel_path, variant_rel_path, Sidecar, SourceStamp, VariantRecord, SIDECAR_FORMAT,
-};
+use crate::sidecar::{sidecar_rel_path, variant_rel_path, Sidecar, VariantRecord, SIDECAR_FORMAT};
 
 /// What happened to one source file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,8 +26,6 @@ pub enum Outcome {
     },
     /// The component would never serve this name (hidden, non-ASCII, ...).
     SkippedUnservable,
-    /// The file changed while we read it; its old outputs were left stale.
-    SkippedChanging,
 }
 
 /// One line of the report.
@@ -89,20 +85,17 @@ fn precompress_file(site_dir: &Path, out_dir: &Path, rel: &str) -> io::Result<Ou
     if sanitize_request_path(&format!("/{rel}")).is_err() {
         return Ok(Outcome::SkippedUnservable);
     }
-    let source_path = site_dir.join(rel);
-    let before = SourceStamp::from_metadata(&fs::metadata(&source_path)?);
+    // Everything below derives from this one read: an edit made meanwhile only
+    // makes the sidecar stale, which the component notices by content.
+    let bytes = fs::read(site_dir.join(rel))?;
+    let size = bytes.len() as u64;
+    let etag = content_etag(&bytes);
     let media = media_type_for(rel);
 
     if let Some(existing) = read_existing_sidecar(out_dir, rel) {
-        if existing.is_fresh_for(&before) && outputs_match(out_dir, rel, &existing) {
+        if existing.is_fresh_for(size, &etag) && outputs_match(out_dir, rel, &existing) {
             return Ok(Outcome::UpToDate);
         }
-    }
-
-    let bytes = fs::read(&source_path)?;
-    let after = SourceStamp::from_metadata(&fs::metadata(&source_path)?);
-    if after != before || bytes.len() as u64 != before.size {
-        return Ok(Outcome::SkippedChanging);
     }
 
     let mut variants = Vec::new();
@@ -131,8 +124,8 @@ fn precompress_file(site_dir: &Path, out_dir: &Path, rel: &str) -> io::Result<Ou
 
     let sidecar = Sidecar {
         format: SIDECAR_FORMAT,
-        source: before,
-        etag: content_etag(&bytes),
+        size,
+        etag,
         variants: variants
             .iter()
             .map(|(encoding, size)| VariantRecord {
@@ -147,7 +140,7 @@ fn precompress_file(site_dir: &Path, out_dir: &Path, rel: &str) -> io::Result<Ou
         sidecar.to_json().as_bytes(),
     )?;
     Ok(Outcome::Written {
-        source_size: before.size,
+        source_size: size,
         variants,
     })
 }

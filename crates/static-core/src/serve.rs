@@ -4,22 +4,22 @@
 //! [`Reply`] back into a response, so everything here is tested natively.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use crate::csp::{content_security_policy, inline_hashes, InlineHashes, ERROR_CSP};
 use crate::encoding::{negotiate, Encoding};
-use crate::etag::{if_none_match_matches, metadata_etag, variant_etag};
+use crate::etag::{content_etag_of, if_none_match_matches, variant_etag};
 use crate::media::{media_type_for, MediaType};
 use crate::path::sanitize_request_path;
-use crate::sidecar::{sidecar_rel_path, variant_rel_path, Sidecar, SourceStamp};
+use crate::sidecar::{sidecar_rel_path, variant_rel_path, Sidecar};
 
 /// Sidecars are a few hundred bytes; anything bigger is not ours.
 const MAX_SIDECAR_BYTES: u64 = 64 * 1024;
 
 /// Revalidate everything: asset names carry no content hash, so any max-age could pair
 /// a new page with stale CSS/JS after a deploy, and a revalidation here is a 304 that
-/// costs one stat and one small sidecar read.
+/// costs one read of the file through XXH3 and one small sidecar read.
 pub const CACHE_CONTROL: &str = "no-cache";
 const ERROR_CACHE_CONTROL: &str = "no-store";
 
@@ -203,28 +203,31 @@ fn serve_file(
     if !metadata.is_file() {
         return Ok(Reply::not_found(head_only));
     }
-    let stamp = SourceStamp::from_metadata(&metadata);
+    let size = metadata.len();
     let media = media_type_for(rel);
+    // The content is its own identity: hashed on every request, so neither the tag
+    // nor the sidecar's authority depends on modification times surviving a copy.
+    let base_etag = content_etag_of(&source, size)?;
 
-    // Trust the build step's work only while the source is exactly as it saw it.
+    // Trust the build step's work only while the source is exactly what it saw.
     let sidecar = read_sidecar(&site.precompressed, rel)
-        .filter(|s| s.is_fresh_for(&stamp))
+        .filter(|s| s.is_fresh_for(size, &base_etag))
         .filter(|s| !media.is_html || s.csp.is_some());
 
-    let (base_etag, available, mut csp) = match &sidecar {
-        Some(s) => {
-            let available = if media.compressible {
-                s.encodings()
-            } else {
-                Vec::new()
-            };
-            (s.etag.clone(), available, s.csp.clone())
-        }
-        None => (metadata_etag(&stamp), Vec::new(), None),
+    let (available, mut csp) = match &sidecar {
+        Some(s) if media.compressible => (s.encodings(), s.csp.clone()),
+        Some(s) => (Vec::new(), s.csp.clone()),
+        None => (Vec::new(), None),
     };
+    // An edited page (no fresh sidecar) gets its hashes now, so its inline code runs.
+    let mut page = None;
+    if media.is_html && csp.is_none() {
+        let bytes = read_from_start(&source, size)?;
+        csp = Some(inline_hashes(&bytes));
+        page = Some(bytes);
+    }
     let mut encoding = negotiate(request.accept_encoding, &available);
 
-    // The sidecar vouches for the variant, so a 304 needs no further I/O.
     if let Some(if_none_match) = request.if_none_match {
         let etag = variant_etag(&base_etag, encoding);
         if if_none_match_matches(if_none_match, &etag) {
@@ -249,19 +252,16 @@ fn serve_file(
         available.retain(|e| *e != encoding);
         encoding = negotiate(request.accept_encoding, &available);
     }
-    let body = match body {
-        Some(body) => body,
-        None if media.is_html && csp.is_none() => {
-            // Stale or missing sidecar: hash the page now so its inline code still runs.
-            let mut bytes = Vec::with_capacity(usize::try_from(stamp.size).unwrap_or(0));
-            (&source).take(stamp.size).read_to_end(&mut bytes)?;
-            csp = Some(inline_hashes(&bytes));
-            ReplyBody::Bytes(bytes)
+    let body = match (body, page) {
+        (Some(body), _) => body,
+        (None, Some(bytes)) => ReplyBody::Bytes(bytes),
+        (None, None) => {
+            (&source).seek(SeekFrom::Start(0))?;
+            ReplyBody::File {
+                file: source,
+                len: size,
+            }
         }
-        None => ReplyBody::File {
-            file: source,
-            len: stamp.size,
-        },
     };
     let content_length = match &body {
         ReplyBody::Empty => 0,
@@ -298,12 +298,19 @@ fn validator_headers(
     }
     if media.is_html {
         headers.push(("x-frame-options", "DENY".to_owned()));
-        // A 304 without the hashes (stale sidecar) sends no CSP, so the cached one stays.
         if let Some(csp) = csp {
             headers.push(("content-security-policy", content_security_policy(csp)));
         }
     }
     headers
+}
+
+/// The whole file, from its first byte (it was read once already, for its tag).
+fn read_from_start(mut file: &File, size: u64) -> io::Result<Vec<u8>> {
+    file.seek(SeekFrom::Start(0))?;
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(size).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 fn read_sidecar(precompressed: &Path, rel: &str) -> Option<Sidecar> {

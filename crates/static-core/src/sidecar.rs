@@ -1,8 +1,7 @@
 //! The per-file `<rel>.meta.json` written by `precompress` and trusted by the
-//! component only while the source still has the recorded size and mtime.
-
-use std::fs::Metadata;
-use std::time::{SystemTime, UNIX_EPOCH};
+//! component only while the source still has the recorded content (size and ETag,
+//! which is the content's XXH3-128): modification times do not count, because
+//! `spin up` copies the files at start-up and so resets them.
 
 use serde::{Deserialize, Serialize};
 
@@ -11,45 +10,8 @@ use crate::encoding::Encoding;
 use crate::etag::is_plausible_etag;
 
 /// Bumped when the sidecar's meaning changes; other versions count as stale.
-pub const SIDECAR_FORMAT: u32 = 1;
-
-/// What a stat tells us about a source file: enough to notice an edit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SourceStamp {
-    pub size: u64,
-    /// Seconds since the Unix epoch (negative before it).
-    pub mtime_secs: i64,
-    pub mtime_nanos: u32,
-}
-
-impl SourceStamp {
-    pub fn from_metadata(metadata: &Metadata) -> SourceStamp {
-        // A file system without mtimes gives every file the epoch: the size still counts.
-        let (mtime_secs, mtime_nanos) = metadata.modified().map(split_time).unwrap_or((0, 0));
-        SourceStamp {
-            size: metadata.len(),
-            mtime_secs,
-            mtime_nanos,
-        }
-    }
-}
-
-fn split_time(time: SystemTime) -> (i64, u32) {
-    match time.duration_since(UNIX_EPOCH) {
-        Ok(after) => (
-            i64::try_from(after.as_secs()).unwrap_or(i64::MAX),
-            after.subsec_nanos(),
-        ),
-        Err(before) => {
-            let before = before.duration();
-            let secs = i64::try_from(before.as_secs()).unwrap_or(i64::MAX);
-            match before.subsec_nanos() {
-                0 => (-secs, 0),
-                nanos => (-secs - 1, 1_000_000_000 - nanos),
-            }
-        }
-    }
-}
+/// 2: freshness by content (size + ETag); 1 compared size + mtime.
+pub const SIDECAR_FORMAT: u32 = 2;
 
 /// One precompressed variant: `<rel>.br` or `<rel>.gz` in the output directory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,8 +25,9 @@ pub struct VariantRecord {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sidecar {
     pub format: u32,
-    pub source: SourceStamp,
-    /// Strong ETag of the identity bytes (see [`crate::content_etag`]).
+    /// Size of the identity bytes.
+    pub size: u64,
+    /// Strong ETag of the identity bytes (see [`crate::content_etag`]): their identity.
     pub etag: String,
     pub variants: Vec<VariantRecord>,
     /// Inline `<script>`/`<style>` hashes; present for HTML only.
@@ -99,10 +62,10 @@ impl Sidecar {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
-    /// Fresh = the source has exactly the recorded size and mtime, so the recorded
-    /// ETag, variants and CSP hashes still describe it.
-    pub fn is_fresh_for(&self, source: &SourceStamp) -> bool {
-        self.format == SIDECAR_FORMAT && self.source == *source
+    /// Fresh = the source has exactly the recorded size and content tag, so the
+    /// recorded variants and CSP hashes still describe it.
+    pub fn is_fresh_for(&self, size: u64, etag: &str) -> bool {
+        self.format == SIDECAR_FORMAT && self.size == size && self.etag == etag
     }
 
     /// The recorded size of a variant, if precompress made one.
@@ -138,19 +101,13 @@ pub fn variant_rel_path(rel: &str, encoding: Encoding) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn stamp() -> SourceStamp {
-        SourceStamp {
-            size: 1234,
-            mtime_secs: 1_700_000_000,
-            mtime_nanos: 123_456_789,
-        }
-    }
+    const TAG: &str = "\"AAAAAAAAAAAAAAAAAAAAAA\"";
 
     fn sidecar() -> Sidecar {
         Sidecar {
             format: SIDECAR_FORMAT,
-            source: stamp(),
-            etag: "\"AAAAAAAAAAAAAAAAAAAAAA\"".to_owned(),
+            size: 1234,
+            etag: TAG.to_owned(),
             variants: vec![
                 VariantRecord {
                     encoding: "br".to_owned(),
@@ -169,21 +126,12 @@ mod tests {
     }
 
     #[test]
-    fn fresh_only_when_size_and_mtime_match_exactly() {
+    fn fresh_only_when_size_and_content_tag_match_exactly() {
         let s = sidecar();
-        assert!(s.is_fresh_for(&stamp()));
-        assert!(!s.is_fresh_for(&SourceStamp {
-            size: 1235,
-            ..stamp()
-        }));
-        assert!(!s.is_fresh_for(&SourceStamp {
-            mtime_secs: 1_700_000_001,
-            ..stamp()
-        }));
-        assert!(!s.is_fresh_for(&SourceStamp {
-            mtime_nanos: 123_456_788,
-            ..stamp()
-        }));
+        assert!(s.is_fresh_for(1234, TAG));
+        assert!(!s.is_fresh_for(1235, TAG));
+        assert!(!s.is_fresh_for(1234, "\"AAAAAAAAAAAAAAAAAAAAAB\""));
+        assert!(!s.is_fresh_for(1234, "\"AAAAAAAAAAAAAAAAAAAAAA-br\""));
     }
 
     #[test]
@@ -192,7 +140,7 @@ mod tests {
             format: SIDECAR_FORMAT + 1,
             ..sidecar()
         };
-        assert!(!s.is_fresh_for(&stamp()));
+        assert!(!s.is_fresh_for(1234, TAG));
         assert!(Sidecar::parse(s.to_json().as_bytes()).is_none());
     }
 
@@ -256,14 +204,5 @@ mod tests {
             Some("x/y.css.gz")
         );
         assert_eq!(variant_rel_path("x/y.css", Encoding::Identity), None);
-    }
-
-    #[test]
-    fn times_before_the_epoch_split_consistently() {
-        use std::time::Duration;
-        let t = UNIX_EPOCH - Duration::new(1, 250_000_000);
-        assert_eq!(split_time(t), (-2, 750_000_000));
-        assert_eq!(split_time(UNIX_EPOCH - Duration::from_secs(3)), (-3, 0));
-        assert_eq!(split_time(UNIX_EPOCH + Duration::new(5, 7)), (5, 7));
     }
 }

@@ -47,9 +47,6 @@ fn main() -> ExitCode {
                     file.rel
                 )
             }
-            Outcome::SkippedChanging => {
-                println!("skipped {}: changed while reading, run again", file.rel)
-            }
         }
     }
     for rel in &report.removed {
