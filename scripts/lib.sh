@@ -41,10 +41,7 @@ build_host() {
 ensure_chromium() {
     if [[ ! -x /usr/bin/chromium ]]; then
         log "installing chromium (browser tests)"
-        local sudo=()
-        [[ $EUID -ne 0 ]] && sudo=(sudo)
-        "${sudo[@]}" apt-get update
-        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+        apt_install chromium
     fi
 }
 
@@ -53,4 +50,41 @@ ensure_chromium() {
 ensure_browser_test_deps() {
     log "installing browser-test dependencies (npm ci)"
     (cd tests/browser && npm ci --no-audit --no-fund --prefer-offline)
+}
+
+# The real spin CLI for the real-Spin lane: $SPIN_BIN, else the shared build of
+# Spin 4.0.2 (../shared/tools/spin, on developer and CI machines only), unpacked
+# once into target/spin and checked against the sha256 its README gives.
+# Prints the binary's path, or nothing (with the reason on stderr) when there is none.
+find_spin() {
+    if [[ -n "${SPIN_BIN:-}" ]]; then
+        if [[ -x "$SPIN_BIN" ]]; then echo "$SPIN_BIN"; else echo "SPIN_BIN=$SPIN_BIN is not an executable file" >&2; fi
+        return 0
+    fi
+    local shared="$REPO_ROOT/../shared/tools/spin" packed
+    packed="$(ls "$shared"/spin-*-linux-x86_64.xz 2>/dev/null | head -n 1 || true)"
+    if [[ -z "$packed" ]]; then
+        echo "no spin binary: SPIN_BIN is unset and ../shared/tools/spin has none" >&2
+        return 0
+    fi
+    local bin="$REPO_ROOT/target/spin"
+    if [[ ! -x "$bin" || "$packed" -nt "$bin" ]]; then
+        command -v xz >/dev/null || apt_install xz-utils
+        mkdir -p "$REPO_ROOT/target"
+        xz -dc "$packed" > "$bin.partial" && chmod +x "$bin.partial" && mv "$bin.partial" "$bin"
+    fi
+    local want
+    want="$(grep -A1 -i 'sha256 of the unpacked binary' "$shared/README.md" 2>/dev/null | tail -n 1 | tr -d '[:space:]')"
+    if [[ -n "$want" && "$(sha256sum "$bin" | cut -d' ' -f1)" != "$want" ]]; then
+        echo "target/spin does not match the sha256 in $shared/README.md" >&2
+        return 1
+    fi
+    echo "$bin"
+}
+
+apt_install() {
+    local sudo=()
+    [[ $EUID -ne 0 ]] && sudo=(sudo)
+    "${sudo[@]}" apt-get update
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
 }

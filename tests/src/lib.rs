@@ -1,9 +1,115 @@
 //! Shared helpers for the component tests: where the repo and the built
-//! components are, and small HTTP conveniences.
+//! components are, small HTTP conveniences, and the app under test, which runs
+//! on the repo's host or, in the real-Spin lane, under `spin up`.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
-pub use ratatoskr_host::testing::{respond, streaming, MockUpstream, TestApp, TestAppOptions};
+pub use ratatoskr_host::runtime_config::StoreLocation;
+pub use ratatoskr_host::sqlite::{SqlValue, SqliteDatabases};
+pub use ratatoskr_host::testing::{respond, streaming, MockUpstream, TestAppOptions};
+
+mod spin_up;
+
+pub use spin_up::spin_bin;
+
+/// The runtime the component tests drive: `RATATOSKR_TEST_RUNTIME=spin` (with
+/// `SPIN_BIN`) selects real Spin; anything else, the repo's host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    Host,
+    Spin(PathBuf),
+}
+
+impl Runtime {
+    pub fn selected() -> Runtime {
+        match std::env::var("RATATOSKR_TEST_RUNTIME").as_deref() {
+            Ok("spin") => Runtime::Spin(spin_bin().expect("RATATOSKR_TEST_RUNTIME=spin needs SPIN_BIN, the spin binary")),
+            _ => Runtime::Host,
+        }
+    }
+}
+
+/// True (after saying why) when the test needs what only the repo's host offers
+/// (a movable clock, its request log): the real-Spin lane then skips it.
+pub fn host_only(reason: &str) -> bool {
+    let skip = Runtime::selected() != Runtime::Host;
+    if skip {
+        let test = std::thread::current().name().unwrap_or("?").to_string();
+        eprintln!("skipped under real Spin: {reason}");
+        // The lane lists what it did not run (scripts/test.sh prints this file).
+        if let Some(path) = std::env::var_os("RATATOSKR_SKIP_LOG") {
+            use std::io::Write;
+            if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+                let _ = writeln!(file, "{test}: {reason}");
+            }
+        }
+    }
+    skip
+}
+
+/// The app under test, served on 127.0.0.1:<port>, stopped when dropped.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    backend: Backend,
+    databases: std::collections::BTreeMap<String, StoreLocation>,
+}
+
+enum Backend {
+    Host(ratatoskr_host::testing::TestApp),
+    Spin(spin_up::SpinUp),
+}
+
+impl TestApp {
+    pub async fn start(options: TestAppOptions) -> anyhow::Result<Self> {
+        Self::start_on(&Runtime::selected(), options).await
+    }
+
+    pub async fn start_on(runtime: &Runtime, options: TestAppOptions) -> anyhow::Result<Self> {
+        let databases = options.runtime_config.sqlite_databases.clone();
+        let (addr, backend) = match runtime {
+            Runtime::Host => {
+                let app = ratatoskr_host::testing::TestApp::start(options).await?;
+                (app.addr, Backend::Host(app))
+            }
+            Runtime::Spin(bin) => {
+                let up = spin_up::SpinUp::start(bin, options).await?;
+                (up.addr, Backend::Spin(up))
+            }
+        };
+        Ok(TestApp { addr, backend, databases })
+    }
+
+    /// Runs one statement on the app's database file `label`, beside the app (tests
+    /// look at what was stored, or age a row where they cannot move Spin's clock).
+    pub fn sql(&self, label: &str, statement: &str) -> Vec<Vec<SqlValue>> {
+        let Some(StoreLocation::File(path)) = self.databases.get(label) else {
+            panic!("database {label} is not a file of this app");
+        };
+        let dbs = SqliteDatabases::open(&std::collections::BTreeMap::from([(label.to_string(), StoreLocation::File(path.clone()))])).unwrap();
+        dbs.connect(label).unwrap().execute(statement, &[]).unwrap().rows
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Everything the runtime logged, guest output included.
+    pub fn log(&self) -> String {
+        match &self.backend {
+            Backend::Host(app) => app.log(),
+            Backend::Spin(up) => up.log(),
+        }
+    }
+
+    /// The repo's host behind this app; tests that need it check [`host_only`] first.
+    pub fn host(&self) -> &ratatoskr_host::App {
+        match &self.backend {
+            Backend::Host(app) => &app.app,
+            Backend::Spin(_) => panic!("this test needs the repo's host; guard it with host_only()"),
+        }
+    }
+}
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()

@@ -199,7 +199,10 @@ async fn assert_log_clean(app: &TestApp, keys: &Keys) {
     // A request's line is written as its response body is dropped.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let log = app.log();
-    assert!(log.lines().filter(|l| l.contains(" /api/")).count() >= ROUTES.len(), "every request was logged:\n{log}");
+    // Real Spin logs no requests, only component output: the keys are looked for there.
+    if Runtime::selected() == Runtime::Host {
+        assert!(log.lines().filter(|l| l.contains(" /api/")).count() >= ROUTES.len(), "every request was logged:\n{log}");
+    }
     for key in keys.all() {
         assert!(!log.contains(key), "a key was logged:\n{log}");
     }

@@ -493,6 +493,25 @@ async fn config_lists_agents_and_admin_configured_never_a_key() {
     assert_eq!((seen[0].path_and_query.as_str(), authorization(&seen[0])), ("/v1/agents", vec![format!("Bearer {}", keys.consumer)]));
 }
 
+/// Spin keeps a client's own `spin-*` headers and appends its values after them:
+/// the component must route by Spin's (the last), never by the client's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clients_spin_headers_never_steer_the_routes() {
+    let mock = json_mock(200, r#"{"agents":[]}"#).await;
+    let app = app_with(&Keys::random(), &mock).await;
+    let response = client()
+        .get(app.url("/api/config"))
+        .header("spin-path-info", "/sessions/s_forged/bifrost")
+        .header("spin-full-url", "http://evil.test/api/sessions")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let v: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(v["agents"], json!([]), "the config route answered: {v}");
+    assert_eq!(mock.requests()[0].path_and_query, "/v1/agents");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn config_says_why_when_the_agent_list_fails() {
     let mock = json_mock(503, "{}").await;

@@ -8,8 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use component_tests::*;
-use ratatoskr_host::runtime_config::{RuntimeConfig, StoreLocation};
-use ratatoskr_host::sqlite::{SqlValue, SqliteDatabases};
+use ratatoskr_host::runtime_config::RuntimeConfig;
 use ratatoskr_host::testing::RecordedRequest;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -140,6 +139,16 @@ impl Playground {
 
     fn set_brave(&self, mode: Mode) {
         *self.brave_mode.lock().unwrap() = mode;
+    }
+
+    /// Ends every admin session: on the host by moving its clock past their 12 hours,
+    /// under real Spin (whose clock is the machine's) by moving their expiry into the past.
+    fn expire_sessions(&self) {
+        if Runtime::selected() == Runtime::Host {
+            self.app.host().clock().advance(Duration::from_secs(12 * 3600 + 1));
+        } else {
+            self.sql("UPDATE admin_sessions SET expires_at = created_at - 1");
+        }
     }
 
     /// Runs one SQL statement against the app's database file.
@@ -321,7 +330,10 @@ async fn login_is_rate_limited_per_email_with_retry_after() {
     }
     p.login_raw("ghost@acme.test", "wrong").await.assert(429, "rate_limited");
     p.login("admin@acme.test").await;
-    p.app.app.clock().advance(Duration::from_secs(901));
+    if host_only("moves the wall clock past the 15-minute window") {
+        return;
+    }
+    p.app.host().clock().advance(Duration::from_secs(901));
     p.login("member@acme.test").await;
     // Per client address: 20 failures across emails block the address.
     for i in 0..20 {
@@ -366,6 +378,41 @@ async fn cookie_writes_need_json_and_the_same_origin() {
     p.send(login).await.assert(403, "csrf_rejected");
 }
 
+/// Spin keeps a client's own `spin-client-addr` / `spin-full-url` and appends its
+/// values after them: a client that rotates forged addresses is still limited by
+/// its real one, and a forged https URL does not make the cookie `Secure`.
+#[tokio::test(flavor = "multi_thread")]
+async fn forged_spin_headers_neither_dodge_the_rate_limit_nor_change_the_cookie() {
+    let p = Playground::start("forged").await;
+    let login = |email: String, forged: usize| {
+        let body = json!({ "email": email, "password": "wrong" }).to_string();
+        p.send(
+            client()
+                .post(p.app.url("/admin/v1/auth/login"))
+                .header("content-type", "application/json")
+                .header("spin-client-addr", format!("10.0.{}.{}:1", forged / 256, forged % 256))
+                .header("spin-full-url", "https://forged.test/admin/v1/auth/login")
+                .body(body),
+        )
+    };
+    for i in 0..20 {
+        login(format!("user{i}@x.test"), i).await.assert(401, "invalid_credentials");
+    }
+    login("admin@acme.test".to_string(), 99).await.assert(429, "rate_limited");
+    let fresh = Playground::start("forged-cookie").await;
+    let ok = fresh
+        .send(
+            client()
+                .post(fresh.app.url("/admin/v1/auth/login"))
+                .header("content-type", "application/json")
+                .header("spin-full-url", "https://forged.test/admin/v1/auth/login")
+                .body(json!({ "email": "admin@acme.test", "password": DEMO_PASSWORD }).to_string()),
+        )
+        .await;
+    ok.assert(200, "");
+    assert!(!ok.header("set-cookie").unwrap().contains("Secure"), "served over http: {:?}", ok.header("set-cookie"));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn impersonation_is_short_recorded_and_cannot_mint() {
     let p = Playground::start("impersonate").await;
@@ -382,10 +429,13 @@ async fn impersonation_is_short_recorded_and_cannot_mint() {
     assert_eq!(audit[0].iter().map(text).collect::<Vec<_>>(), ["usr_demo_platform", "impersonate", "usr_demo_acme_member"]);
     let sessions = p.sql("SELECT impersonator_id, expires_at - created_at FROM admin_sessions WHERE impersonator_id IS NOT NULL");
     assert_eq!((text(&sessions[0][0]), int(&sessions[0][1])), ("usr_demo_platform".to_string(), 1800));
-    p.app.app.clock().advance(Duration::from_secs(1800));
+    p.post("/auth/impersonate", Some(&admin), json!({ "user_id": "usr_nobody" })).await.assert(404, "user_not_found");
+    if host_only("moves the wall clock past the impersonation's 30 minutes") {
+        return;
+    }
+    p.app.host().clock().advance(Duration::from_secs(1800));
     p.get("/auth/me", Some(&imp)).await.assert(401, "session_expired");
     p.get("/auth/me", Some(&admin)).await.assert(200, "");
-    p.post("/auth/impersonate", Some(&admin), json!({ "user_id": "usr_nobody" })).await.assert(404, "user_not_found");
 }
 
 // ---- the role matrix ------------------------------------------------------------------------
@@ -496,7 +546,7 @@ async fn role_matrix_every_caller_times_every_route() {
 
     // The expired column: every session ends when the clock passes 12 hours.
     let expired = session_for(&p, Expired, &platform).await;
-    p.app.app.clock().advance(Duration::from_secs(12 * 3600 + 1));
+    p.expire_sessions();
     for route in ROUTES {
         let answer = call(&p, route, expired.as_deref(), "expired@matrix.test").await;
         let (status, code) = expected(Expired, route);
@@ -535,11 +585,14 @@ async fn tokens_live_1800_s_and_minting_deletes_only_expired_ones() {
     assert_eq!(p.sql("SELECT count(*) FROM gateway_tokens WHERE token_hash LIKE 'myra_%'")[0][0], SqlValue::Integer(0));
 
     // (Margins of a few seconds: the real clock keeps running underneath.)
-    p.app.app.clock().advance(Duration::from_secs(1790));
+    if host_only("moves the wall clock past the token's 30 minutes") {
+        return;
+    }
+    p.app.host().clock().advance(Duration::from_secs(1790));
     let b = mint().await["token"].as_str().unwrap().to_string();
     let hashes = || p.sql("SELECT token_hash FROM gateway_tokens").iter().map(|r| text(&r[0])).collect::<Vec<_>>();
     assert_eq!(hashes().len(), 2, "a is still valid, so it stays");
-    p.app.app.clock().advance(Duration::from_secs(11));
+    p.app.host().clock().advance(Duration::from_secs(11));
     let c = mint().await["token"].as_str().unwrap().to_string();
     let left = hashes();
     assert!(!left.contains(&sha256_hex(&a)), "the expired token was cleaned up");

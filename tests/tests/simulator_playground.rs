@@ -336,6 +336,16 @@ async fn login(app: &TestApp, email: &str) -> String {
 }
 
 impl World {
+    /// Every gateway token lapses: on the host by moving its clock past the 30
+    /// minutes, under real Spin by moving the stored expiry into the past.
+    fn expire_tokens(&self) {
+        if Runtime::selected() == Runtime::Host {
+            self.app.host().clock().advance(Duration::from_secs(1801));
+        } else {
+            self.app.sql("default", "UPDATE gateway_tokens SET expires_at = created_at - 1");
+        }
+    }
+
     async fn admin_get(&self, path: &str, session: &str) -> (u16, Value) {
         let response = client().get(self.app.url(path)).bearer_auth(session).send().await.unwrap();
         let status = response.status().as_u16();
@@ -537,7 +547,7 @@ async fn unknown_other_gateway_and_expired_tokens_are_refused_before_any_byte() 
     assert!(stream(infer(&w.app, "acme", "second", Some(&bearer(&second)), &chat_body("hi", true)).await).await.done);
 
     // 1801 s later the token has lapsed: token_expired, before any byte.
-    w.app.app.clock().advance(Duration::from_secs(1801));
+    w.expire_tokens();
     assert_refused(infer(&w.app, "acme", "main", Some(&bearer(&main)), &chat_body("hi", true)).await, 401, "token_expired").await;
     // Expiry is only reported for the token's own gateway.
     assert_refused(infer(&w.app, "acme", "second", Some(&bearer(&main)), &chat_body("hi", true)).await, 401, "invalid_token").await;
@@ -617,7 +627,7 @@ async fn the_playground_pass_through_streams_inference_and_passes_refusals_throu
     // The upstream's refusals reach the browser unchanged, before any byte.
     assert_refused(infer_via_playground(&w.app, "acme", "main", None, &chat_body("hi", true)).await, 401, "invalid_token").await;
     assert_refused(infer_via_playground(&w.app, "acme", "second", Some(&bearer), &chat_body("hi", true)).await, 401, "invalid_token").await;
-    w.app.app.clock().advance(Duration::from_secs(1801));
+    w.expire_tokens();
     assert_refused(infer_via_playground(&w.app, "acme", "main", Some(&bearer), &chat_body("hi", true)).await, 401, "token_expired").await;
 
     // Its own validation: slugs, shape, method.

@@ -34,7 +34,8 @@ const READ_CHUNK: u64 = 64 * 1024;
 #[http_component]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let method = req.method().to_string();
-    let path_info = header(&req, "spin-path-info").unwrap_or_default();
+    // The last value is Spin's: a client's own copy may precede it.
+    let path_info = req.headers().get("spin-path-info").pop().and_then(|v| String::from_utf8(v).ok()).unwrap_or_default();
     let path_with_query = req.path_with_query().unwrap_or_default();
     let query = path_with_query.split_once('?').map(|(_, q)| q).unwrap_or("");
     let route = match routes::route(&method, &path_info, query) {

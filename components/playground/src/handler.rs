@@ -54,7 +54,12 @@ fn to_request(req: &IncomingRequest) -> Request {
     let headers = req.headers();
     let mut list = Vec::new();
     for name in HEADERS {
-        for value in headers.get(name) {
+        let mut values = headers.get(name);
+        // Spin appends its own `spin-*` value after any copy a client sent: the last is Spin's.
+        if name.starts_with("spin-") {
+            values = values.pop().into_iter().collect();
+        }
+        for value in values {
             if let Ok(v) = String::from_utf8(value) {
                 list.push((name.to_string(), v));
             }
@@ -69,10 +74,10 @@ fn to_request(req: &IncomingRequest) -> Request {
 }
 
 fn path_info(req: &IncomingRequest) -> String {
+    // The last value is Spin's (a client's copy may precede it).
     req.headers()
         .get("spin-path-info")
-        .into_iter()
-        .next()
+        .pop()
         .and_then(|v| String::from_utf8(v).ok())
         .unwrap_or_default()
 }

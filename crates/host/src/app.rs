@@ -4,14 +4,12 @@
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
-use http_body::{Body, Frame};
+use http_body::Body;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
@@ -21,7 +19,7 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use wasmtime_wasi_http::WasiHttpView;
 
 use crate::clock::Clock;
-use crate::files::{component_mounts, FilesMountStrategy};
+use crate::files::{component_mounts, FilesMountStrategy, Mounting};
 use crate::key_value::KeyValueStores;
 use crate::sqlite::SqliteDatabases;
 use crate::log::{GuestOutput, LogSink};
@@ -70,6 +68,8 @@ pub struct AppInner {
     pub(crate) clock: Clock,
     pub(crate) redirects: HashMap<String, SocketAddr>,
     pub(crate) log: LogSink,
+    /// `/.well-known/spin/info`: the application's name and version, as Spin serves it.
+    info: Bytes,
     /// The per-run `spinup-*` directory holding the copied files; removed with the app.
     _working_dir: Option<tempfile::TempDir>,
 }
@@ -139,9 +139,11 @@ fn compile(engine: &Engine, source: &Path) -> Result<Component> {
 impl App {
     pub fn load(options: AppOptions) -> Result<Self> {
         let manifest = Manifest::from_file(&options.manifest)?;
+        // `spin.toml` alone has the empty path as its parent: that is the current directory.
         let app_dir = options
             .manifest
             .parent()
+            .filter(|dir| !dir.as_os_str().is_empty())
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
         let variables = ResolvedVariables::resolve(&manifest.variables, &options.variables)?;
@@ -152,16 +154,19 @@ impl App {
         let key_value = KeyValueStores::open(&options.runtime_config.key_value_stores)?;
         let sqlite = SqliteDatabases::open(&options.runtime_config.sqlite_databases)?;
 
-        let (working_dir, assets_root) = match &options.files {
+        let (working_dir, mount_root) = match &options.files {
             FilesMountStrategy::Copy => {
                 let dir = tempfile::TempDir::with_prefix("spinup-")?;
                 let assets = dir.path().join("assets");
                 (Some(dir), assets)
             }
             FilesMountStrategy::CopyInto(dir) => (None, dir.join("assets")),
-            FilesMountStrategy::Direct => (None, PathBuf::new()),
+            FilesMountStrategy::Direct => (None, std::env::current_dir()?),
         };
-        let direct = options.files == FilesMountStrategy::Direct;
+        let mounting = match options.files {
+            FilesMountStrategy::Direct => Mounting::Direct { run_dir: &mount_root },
+            _ => Mounting::Copy { assets_root: &mount_root },
+        };
 
         let engine = engine()?;
         let mut linker = Linker::<RequestState>::new(&engine);
@@ -186,7 +191,7 @@ impl App {
                     bail!("component '{id}' uses sqlite database '{label}', which is not configured");
                 }
             }
-            let mounts = component_mounts(direct, &assets_root, &app_dir, id, &decl.files, &decl.exclude_files)
+            let mounts = component_mounts(mounting, &app_dir, id, &decl.files, &decl.exclude_files)
                 .with_context(|| format!("Failed to load component `{id}`"))?;
             let config = ComponentConfig {
                 id: id.clone(),
@@ -222,6 +227,7 @@ impl App {
             clock: Clock::default(),
             redirects: options.redirects,
             log: options.log,
+            info: app_info(&manifest.application.name, manifest.application.version.as_deref()),
             _working_dir: working_dir,
         };
         Ok(App { inner: Arc::new(inner) })
@@ -234,6 +240,13 @@ impl App {
     /// The wall clock guests see (tests move it to expire tokens and sessions).
     pub fn clock(&self) -> &Clock {
         &self.inner.clock
+    }
+
+    pub(crate) fn info_response(&self) -> http::Response<ResponseBody> {
+        http::Response::builder()
+            .header("content-type", "application/json")
+            .body(fixed_body(self.inner.info.clone()))
+            .expect("static response")
     }
 
     pub fn route(&self, path: &str) -> Option<RouteMatch> {
@@ -251,7 +264,7 @@ impl AppInner {
         mut request: http::Request<B>,
         full_url: String,
         client: Option<SocketAddr>,
-    ) -> Result<http::Response<GuardedBody>>
+    ) -> Result<http::Response<ResponseBody>>
     where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<wasmtime_wasi_http::Error>,
@@ -262,19 +275,13 @@ impl AppInner {
             .with_context(|| format!("no component '{}'", route.component_id))?;
         let config = component.config.clone();
 
-        // The spin-* headers are the host's to set: never trust a client's copy.
+        // As Spin 4.0.2 (`prepare_request_headers`): the client's headers stay, a
+        // client's own `spin-*` copies included, and Spin's values are appended
+        // after them. A component must read the LAST value of a `spin-*` header.
         let headers = request.headers_mut();
-        let client_sent: Vec<_> = headers
-            .keys()
-            .filter(|k| k.as_str().starts_with("spin-"))
-            .cloned()
-            .collect();
-        for name in client_sent {
-            headers.remove(name);
-        }
         let client = client.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
         for (name, value) in route.spin_headers(&full_url, client) {
-            headers.insert(
+            headers.append(
                 http::HeaderName::from_bytes(name.as_bytes())?,
                 http::HeaderValue::from_str(&value)?,
             );
@@ -318,15 +325,12 @@ impl AppInner {
                 log.line(&format!("[{id}] component trapped: {trap:#}"));
             }
         });
-        // Until the head arrives, dropping this future aborts the guest.
-        let mut task = AbortOnDrop(Some(task));
-
+        // As Spin: the guest runs to its own end, detached. A client that leaves
+        // is noticed by the guest on its next write (which fails); nothing else
+        // ends the instance early, so a quiet stream must write keepalives.
+        drop(task);
         match receiver.await {
-            Ok(Ok(response)) => Ok(response.map(|body| GuardedBody {
-                inner: body,
-                task: task.0.take(),
-                finished: false,
-            })),
+            Ok(Ok(response)) => Ok(response),
             Ok(Err(code)) => Ok(error_response(&code)),
             // The guest returned (or trapped) without setting a response.
             Err(_) => Ok(error_response(&ErrorCode::InternalError(None))),
@@ -334,83 +338,34 @@ impl AppInner {
     }
 }
 
-struct AbortOnDrop(Option<tokio::task::JoinHandle<()>>);
+/// A response body: the guest's, streamed, or one the runtime made.
+pub type ResponseBody = HyperOutgoingBody;
 
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        if let Some(task) = self.0.take() {
-            task.abort();
-        }
-    }
+fn fixed_body(bytes: Bytes) -> ResponseBody {
+    use http_body_util::BodyExt;
+    http_body_util::Full::new(bytes).map_err(|never| match never {}).boxed_unsync()
 }
 
-/// A guest's response body. If it is dropped before its end (the client went
-/// away), the guest instance is ended at once, which drops its store and with
-/// it every upstream connection the guest held: a quiet stream cannot pin an
-/// upstream forever. After a normal end the guest may finish its work.
-pub struct GuardedBody {
-    inner: HyperOutgoingBody,
-    task: Option<tokio::task::JoinHandle<()>>,
-    finished: bool,
+/// Spin's `AppInfo`, pretty-printed: `name`, and `version` when the manifest has one.
+fn app_info(name: &str, version: Option<&str>) -> Bytes {
+    let mut info = serde_json::Map::new();
+    info.insert("name".into(), name.into());
+    if let Some(version) = version {
+        info.insert("version".into(), version.into());
+    }
+    serde_json::to_vec_pretty(&info).unwrap_or_default().into()
 }
 
-impl GuardedBody {
-    fn fixed(bytes: &'static [u8]) -> Self {
-        use http_body_util::BodyExt;
-        let inner = http_body_util::Full::new(Bytes::from_static(bytes))
-            .map_err(|never| match never {})
-            .boxed_unsync();
-        Self { inner, task: None, finished: false }
-    }
+/// Spin answers a failed or trapped component with a bare 500 (no body).
+fn error_response(_code: &ErrorCode) -> http::Response<ResponseBody> {
+    bare_response(500, b"")
 }
 
-impl Body for GuardedBody {
-    type Data = Bytes;
-    type Error = wasmtime_wasi_http::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut TaskContext<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(None) = polled {
-            self.finished = true;
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for GuardedBody {
-    fn drop(&mut self) {
-        if !self.finished {
-            if let Some(task) = self.task.take() {
-                task.abort();
-            }
-        }
-    }
-}
-
-/// Spin answers a failed or trapped component with a bare 500.
-fn error_response(_code: &ErrorCode) -> http::Response<GuardedBody> {
-    http::Response::builder()
-        .status(500)
-        .header("content-type", "text/plain; charset=utf-8")
-        .body(GuardedBody::fixed(b"Internal Server Error\n"))
-        .expect("static response")
-}
-
-pub(crate) fn plain_response(status: u16, body: &'static [u8]) -> http::Response<GuardedBody> {
+/// A response the runtime itself makes, as Spin makes them: a status, the body
+/// if any, no content type (404 and 500 are empty; the health check says `OK`).
+pub(crate) fn bare_response(status: u16, body: &'static [u8]) -> http::Response<ResponseBody> {
     http::Response::builder()
         .status(status)
-        .header("content-type", "text/plain; charset=utf-8")
-        .body(GuardedBody::fixed(body))
+        .body(fixed_body(Bytes::from_static(body)))
         .expect("static response")
 }

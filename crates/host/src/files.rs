@@ -30,11 +30,21 @@ pub enum FilesMountStrategy {
 /// Where a mount lives on the host and at which guest path it appears.
 pub type Mount = (PathBuf, String);
 
-/// The mounts of one component. `assets_root` is `<working dir>/assets` for the
-/// copy strategies and unused for [`FilesMountStrategy::Direct`].
+/// Where one app's mounts come from, as resolved at load.
+#[derive(Clone, Copy, Debug)]
+pub enum Mounting<'a> {
+    /// Copies under `assets_root` (`<working dir>/assets`).
+    Copy { assets_root: &'a Path },
+    /// Sources mounted in place. Spin 4.0.2 checks a source against the app
+    /// directory but mounts it resolved against the directory `spin up` runs in
+    /// (`resolve_direct_mount` canonicalises the bare `source`), so a run from
+    /// elsewhere fails every request of the component; imitated, not fixed.
+    Direct { run_dir: &'a Path },
+}
+
+/// The mounts of one component.
 pub fn component_mounts(
-    direct: bool,
-    assets_root: &Path,
+    mounting: Mounting<'_>,
     app_root: &Path,
     component_id: &str,
     files: &[FileMount],
@@ -45,27 +55,29 @@ pub fn component_mounts(
     }
     let app_root = std::path::absolute(app_root)
         .with_context(|| format!("resolving {}", app_root.display()))?;
-    if direct {
-        ensure!(
-            exclude_files.is_empty(),
-            "Cannot load a component with `exclude_files` using --direct-mounts"
-        );
-        return files
-            .iter()
-            .map(|mount| {
-                let (source, destination) = match mount {
-                    FileMount::Pattern(pattern) => (pattern, pattern),
-                    FileMount::Placement { source, destination } => (source, destination),
-                };
-                let path = app_root.join(source);
-                ensure!(
-                    path.is_dir(),
-                    "Only directory mounts are supported with `--direct-mounts`; {source:?} is not a directory."
-                );
-                Ok((path, destination.clone()))
-            })
-            .collect();
-    }
+    let assets_root = match mounting {
+        Mounting::Copy { assets_root } => assets_root,
+        Mounting::Direct { run_dir } => {
+            ensure!(
+                exclude_files.is_empty(),
+                "Cannot load a component with `exclude_files` using --direct-mounts"
+            );
+            return files
+                .iter()
+                .map(|mount| {
+                    let (source, destination) = match mount {
+                        FileMount::Pattern(pattern) => (pattern, pattern),
+                        FileMount::Placement { source, destination } => (source, destination),
+                    };
+                    ensure!(
+                        app_root.join(source).is_dir(),
+                        "Only directory mounts are supported with `--direct-mounts`; {source:?} is not a directory."
+                    );
+                    Ok((run_dir.join(source), destination.clone()))
+                })
+                .collect();
+        }
+    };
     let copier = Copier {
         app_root: &app_root,
         assets_root,
@@ -232,7 +244,8 @@ mod tests {
         fn copy(&self, files: &[FileMount], exclude: &[&str]) -> Result<Vec<String>> {
             let exclude: Vec<String> = exclude.iter().map(|s| s.to_string()).collect();
             let _ = std::fs::remove_dir_all(self.assets());
-            let mounts = component_mounts(false, &self.assets(), &self.app(), "c", files, &exclude)?;
+            let assets = self.assets();
+            let mounts = component_mounts(Mounting::Copy { assets_root: &assets }, &self.app(), "c", files, &exclude)?;
             assert_eq!(mounts, vec![(self.assets().join("c"), "/".to_owned())]);
             let mut seen = Vec::new();
             list(&mounts[0].0, &mounts[0].0, &mut seen);
@@ -316,25 +329,26 @@ mod tests {
     #[test]
     fn direct_mounts_take_directories_only_and_no_excludes() {
         let tree = Tree::new();
-        let assets = tree.assets();
-        let mounts = component_mounts(
-            true,
-            &assets,
-            &tree.app(),
-            "c",
-            &[pattern("d"), placement("d/sub", "/placed")],
-            &[],
-        )
-        .unwrap();
-        assert_eq!(
-            mounts,
-            vec![(tree.app().join("d"), "d".to_owned()), (tree.app().join("d/sub"), "/placed".to_owned())]
-        );
-        assert!(!assets.exists(), "direct mounts copy nothing");
-        let err = component_mounts(true, &assets, &tree.app(), "c", &[pattern("d/*.md")], &[]).unwrap_err();
+        let app = tree.app();
+        let direct = Mounting::Direct { run_dir: &app };
+        let mounts =
+            component_mounts(direct, &app, "c", &[pattern("d"), placement("d/sub", "/placed")], &[]).unwrap();
+        assert_eq!(mounts, vec![(app.join("d"), "d".to_owned()), (app.join("d/sub"), "/placed".to_owned())]);
+        assert!(!tree.assets().exists(), "direct mounts copy nothing");
+        let err = component_mounts(direct, &app, "c", &[pattern("d/*.md")], &[]).unwrap_err();
         assert!(err.to_string().contains("Only directory mounts are supported with `--direct-mounts`"), "{err}");
-        let err = component_mounts(true, &assets, &tree.app(), "c", &[pattern("d")], &["x".into()]).unwrap_err();
+        let err = component_mounts(direct, &app, "c", &[pattern("d")], &["x".into()]).unwrap_err();
         assert!(err.to_string().contains("exclude_files"), "{err}");
+    }
+
+    #[test]
+    fn direct_mounts_resolve_against_the_run_directory_as_spin_4_0_2_does() {
+        let tree = Tree::new();
+        let elsewhere = tree.0.path().join("elsewhere");
+        let mounts =
+            component_mounts(Mounting::Direct { run_dir: &elsewhere }, &tree.app(), "c", &[placement("d", "/site")], &[])
+                .unwrap();
+        assert_eq!(mounts, vec![(elsewhere.join("d"), "/site".to_owned())]);
     }
 
     #[test]

@@ -59,7 +59,8 @@ impl RuntimeConfig {
         }
     }
 
-    /// Everything in memory: what tests want.
+    /// Every store in memory. As in Spin, an in-memory key-value store lives as
+    /// long as the app, an in-memory database only as long as one `open`.
     pub fn in_memory() -> Self {
         Self {
             key_value_stores: BTreeMap::from([("default".to_string(), StoreLocation::Memory)]),

@@ -15,7 +15,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-use crate::app::{plain_response, App, GuardedBody};
+use crate::app::{bare_response, App, ResponseBody};
 use crate::log::LogSink;
 
 impl App {
@@ -28,7 +28,9 @@ impl App {
                 accepted = listener.accept() => accepted?,
                 () = &mut shutdown => return Ok(()),
             };
-            stream.set_nodelay(true)?;
+            // No TCP_NODELAY: Spin 4.0.2 leaves Nagle on for accepted connections,
+            // so a component that writes a body in many small flushes is slow
+            // there; the host shows the same cost rather than hiding it.
             let app = self.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |request| {
@@ -65,26 +67,31 @@ impl App {
             .or_else(|| request.headers().get(http::header::HOST).and_then(|h| h.to_str().ok()).map(str::to_string))
         else {
             log_line("-", 400, self.log());
-            return LoggedBody::unlogged(plain_response(400, b"Bad Request: missing Host\n"));
+            return LoggedBody::unlogged(bare_response(400, b""));
         };
         let path_and_query = request.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
         let full_url = format!("http://{host}{path_and_query}");
 
-        // Spin's built-in health endpoint.
-        if request.uri().path() == "/.well-known/spin/health" {
-            log_line("-", 200, self.log());
-            return LoggedBody::unlogged(plain_response(200, b"OK"));
+        // Spin's reserved paths: health, app info, and nothing else.
+        if let Some(well_known) = request.uri().path().strip_prefix("/.well-known/spin/") {
+            let response = match well_known {
+                "health" => bare_response(200, b"OK"),
+                "info" => self.info_response(),
+                _ => bare_response(404, b""),
+            };
+            log_line("-", response.status().as_u16(), self.log());
+            return LoggedBody::unlogged(response);
         }
         let Some(route) = self.route(request.uri().path()) else {
             log_line("-", 404, self.log());
-            return LoggedBody::unlogged(plain_response(404, b"Not Found\n"));
+            return LoggedBody::unlogged(bare_response(404, b""));
         };
 
         let response = match self.inner.dispatch(&route, request, full_url, Some(client)).await {
             Ok(response) => response,
             Err(error) => {
                 self.log().line(&format!("[{}] dispatch failed: {error:#}", route.component_id));
-                plain_response(500, b"Internal Server Error\n")
+                bare_response(500, b"")
             }
         };
         let status = response.status().as_u16();
@@ -100,12 +107,12 @@ impl App {
 /// Writes the request's log line when the response is over: at the body's end,
 /// or when the client goes away mid-stream (so durations include streaming).
 pub struct LoggedBody {
-    inner: GuardedBody,
+    inner: ResponseBody,
     on_end: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl LoggedBody {
-    fn unlogged(response: hyper::Response<GuardedBody>) -> hyper::Response<Self> {
+    fn unlogged(response: hyper::Response<ResponseBody>) -> hyper::Response<Self> {
         response.map(|inner| LoggedBody { inner, on_end: None })
     }
 }

@@ -1,14 +1,24 @@
 //! Spin SQLite databases (`spin:sqlite/sqlite@3.0.0`), backed by rusqlite with
-//! a bundled SQLite, one shared connection per configured database.
+//! a bundled SQLite, as Spin 4.0.2's in-process backend (`spin-sqlite-inproc`):
+//!
+//! - every `open` is a connection of its own, made at its first use, so a
+//!   component's transaction is its own and never spans another request's;
+//! - a database without a path is a fresh, empty in-memory database per `open`
+//!   (Spin's "temporary in-memory database"): state that must outlive one
+//!   request needs a file, in Spin and here alike;
+//! - `ATTACH` of a file is refused; a result over 128 MiB is an error.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::Connection;
 
 use crate::runtime_config::StoreLocation;
+
+/// Spin's `MAX_HOST_BUFFERED_BYTES`: the most a query result may hold.
+const MAX_RESULT_BYTES: usize = 128 << 20;
 
 /// A value crossing the interface, mirroring the WIT `value` variant.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,62 +30,93 @@ pub enum SqlValue {
     Null,
 }
 
+impl SqlValue {
+    /// What Spin counts against the result limit for one value.
+    fn memory_size(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + match self {
+                SqlValue::Text(t) => t.len(),
+                SqlValue::Blob(b) => b.len(),
+                _ => 0,
+            }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueryResult {
     pub columns: Vec<String>,
     pub rows: Vec<Vec<SqlValue>>,
 }
 
-/// All configured databases, opened once at start-up.
+/// The configured databases by label.
 #[derive(Clone, Default)]
 pub struct SqliteDatabases {
-    by_label: HashMap<String, Arc<Mutex<Connection>>>,
+    by_label: HashMap<String, StoreLocation>,
 }
 
 impl SqliteDatabases {
+    /// Creates each file's directory at start-up, as Spin does.
     pub fn open(locations: &BTreeMap<String, StoreLocation>) -> Result<Self> {
-        let mut by_label = HashMap::new();
-        for (label, location) in locations {
-            let conn = match location {
-                StoreLocation::Memory => Connection::open_in_memory()?,
-                StoreLocation::File(path) => {
-                    if let Some(dir) = path.parent() {
-                        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-                    }
-                    Connection::open(path).with_context(|| format!("opening {}", path.display()))?
+        for location in locations.values() {
+            if let StoreLocation::File(path) = location {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
                 }
-            };
-            // Concurrent requests share the connection; a busy file waits briefly instead of failing.
-            conn.busy_timeout(std::time::Duration::from_secs(5))?;
-            by_label.insert(label.clone(), Arc::new(Mutex::new(conn)));
+            }
         }
-        Ok(Self { by_label })
+        Ok(Self { by_label: locations.clone().into_iter().collect() })
     }
 
+    /// A new connection to `label` (opened when first used).
     pub fn connect(&self, label: &str) -> Option<SqliteConnection> {
-        self.by_label
-            .get(label)
-            .map(|conn| SqliteConnection { conn: conn.clone(), last_insert_rowid: 0, changes: 0 })
+        self.by_label.get(label).map(|location| SqliteConnection {
+            location: location.clone(),
+            conn: OnceCell::new(),
+            last_insert_rowid: 0,
+            changes: 0,
+        })
     }
 }
 
 /// The guest's `connection` resource.
 pub struct SqliteConnection {
-    conn: Arc<Mutex<Connection>>,
+    location: StoreLocation,
+    conn: OnceCell<Connection>,
     last_insert_rowid: i64,
     changes: u64,
 }
 
 impl SqliteConnection {
+    fn connection(&self) -> Result<&Connection, String> {
+        if let Some(conn) = self.conn.get() {
+            return Ok(conn);
+        }
+        // rusqlite's own defaults, as in Spin (a busy file waits up to 5 s).
+        let conn = match &self.location {
+            StoreLocation::Memory => Connection::open_in_memory(),
+            StoreLocation::File(path) => Connection::open(path),
+        }
+        .map_err(|e| e.to_string())?;
+        conn.authorizer(Some(|ctx: rusqlite::hooks::AuthContext<'_>| {
+            use rusqlite::hooks::{AuthAction, Authorization};
+            match ctx.action {
+                AuthAction::Attach { filename } if !matches!(filename, "" | ":memory:") => Authorization::Deny,
+                _ => Authorization::Allow,
+            }
+        }));
+        Ok(self.conn.get_or_init(|| conn))
+    }
+
     /// Runs the first statement of `statement` with positional parameters.
     /// As in Spin (same rusqlite call), anything after the first statement is
     /// never executed, so a stacked-query injection cannot ride along.
     pub fn execute(&mut self, statement: &str, params: &[SqlValue]) -> Result<QueryResult, String> {
-        let conn = self.conn.lock().map_err(|_| "database lock poisoned".to_string())?;
+        let conn = self.connection()?;
         let mut stmt = conn.prepare_cached(statement).map_err(|e| e.to_string())?;
         let columns: Vec<String> = stmt.column_names().into_iter().map(str::to_string).collect();
         let width = columns.len();
         let mut rows = Vec::new();
+        let mut bytes = std::mem::size_of::<QueryResult>();
         {
             let mut result = stmt
                 .query(rusqlite::params_from_iter(params.iter()))
@@ -91,11 +132,16 @@ impl SqliteConnection {
                         ValueRef::Blob(b) => SqlValue::Blob(b.to_vec()),
                     });
                 }
+                bytes += values.iter().map(SqlValue::memory_size).sum::<usize>();
+                if bytes > MAX_RESULT_BYTES {
+                    return Err(format!("query result exceeds limit of {MAX_RESULT_BYTES} bytes"));
+                }
                 rows.push(values);
             }
         }
-        self.last_insert_rowid = conn.last_insert_rowid();
-        self.changes = conn.changes();
+        drop(stmt);
+        let (rowid, changes) = (conn.last_insert_rowid(), conn.changes());
+        (self.last_insert_rowid, self.changes) = (rowid, changes);
         Ok(QueryResult { columns, rows })
     }
 
@@ -163,5 +209,32 @@ mod tests {
         assert!(c.execute("SELECT * FROM t", &[]).is_ok(), "the table survived");
         let dbs = SqliteDatabases::open(&BTreeMap::new()).unwrap();
         assert!(dbs.connect("default").is_none());
+    }
+
+    #[test]
+    fn each_open_is_its_own_connection_and_memory_databases_start_empty() {
+        let mut a = db();
+        a.execute("CREATE TABLE t (x)", &[]).unwrap();
+        let mut b = db();
+        assert!(b.execute("SELECT * FROM t", &[]).unwrap_err().contains("no such table"), "as Spin: a fresh in-memory database");
+
+        let dir = tempfile::tempdir().unwrap();
+        let dbs = SqliteDatabases::open(&BTreeMap::from([("default".to_string(), StoreLocation::File(dir.path().join("x/db.sqlite")))])).unwrap();
+        let (mut one, mut two) = (dbs.connect("default").unwrap(), dbs.connect("default").unwrap());
+        one.execute("CREATE TABLE t (x)", &[]).unwrap();
+        one.execute("BEGIN", &[]).unwrap();
+        one.execute("INSERT INTO t VALUES (1)", &[]).unwrap();
+        assert_eq!(two.execute("SELECT count(*) FROM t", &[]).unwrap().rows, vec![vec![SqlValue::Integer(0)]], "uncommitted work is the connection's own");
+        one.execute("COMMIT", &[]).unwrap();
+        assert_eq!(two.execute("SELECT count(*) FROM t", &[]).unwrap().rows, vec![vec![SqlValue::Integer(1)]]);
+    }
+
+    #[test]
+    fn attaching_a_file_is_refused_as_in_spin() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("other.db").display().to_string();
+        let mut c = db();
+        assert!(c.execute(&format!("ATTACH DATABASE '{file}' AS other"), &[]).is_err());
+        c.execute("ATTACH DATABASE ':memory:' AS scratch", &[]).unwrap();
     }
 }

@@ -31,6 +31,7 @@ pub struct TestApp {
     pub app: App,
     pub addr: SocketAddr,
     _server: RunningServer,
+    _scratch: Arc<tempfile::TempDir>,
 }
 
 /// Options for [`TestApp::start`].
@@ -40,16 +41,27 @@ pub struct TestAppOptions {
     pub redirects: HashMap<String, SocketAddr>,
     pub runtime_config: RuntimeConfig,
     pub files: FilesMountStrategy,
+    /// A directory that lives as long as the app (its default database is here).
+    pub scratch: Arc<tempfile::TempDir>,
 }
 
 impl TestAppOptions {
+    /// The key-value store in memory (shared by every request, as in Spin) and the
+    /// `default` database in a scratch file: Spin's in-memory SQLite is a new, empty
+    /// database per `open`, so nothing stateful could be tested on one.
     pub fn new(manifest: impl Into<PathBuf>) -> Self {
+        let scratch = Arc::new(tempfile::Builder::new().prefix("ratatoskr-test-").tempdir().expect("a scratch directory"));
+        let mut runtime_config = RuntimeConfig::in_memory();
+        runtime_config
+            .sqlite_databases
+            .insert("default".to_string(), crate::runtime_config::StoreLocation::File(scratch.path().join("sqlite_db.db")));
         Self {
             manifest: manifest.into(),
             variables: HashMap::new(),
             redirects: HashMap::new(),
-            runtime_config: RuntimeConfig::in_memory(),
+            runtime_config,
             files: FilesMountStrategy::Copy,
+            scratch,
         }
     }
 
@@ -83,7 +95,7 @@ impl TestApp {
             files: options.files,
         })?;
         let server = spawn(app.clone(), SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        Ok(Self { app, addr: server.addr, _server: server })
+        Ok(Self { app, addr: server.addr, _server: server, _scratch: options.scratch })
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -21,27 +21,59 @@ function randomKey() {
   return 'adm-' + crypto.randomBytes(12).toString('hex');
 }
 
+/** The runtime under test: `RATATOSKR_TEST_RUNTIME=spin` (with SPIN_BIN) is real Spin. */
+const SPIN_BIN = process.env.RATATOSKR_TEST_RUNTIME === 'spin' ? process.env.SPIN_BIN : null;
+if (process.env.RATATOSKR_TEST_RUNTIME === 'spin' && !(SPIN_BIN && fs.existsSync(SPIN_BIN))) {
+  throw new Error('RATATOSKR_TEST_RUNTIME=spin needs SPIN_BIN, the spin binary');
+}
+
+/** A port nothing listens on right now (bound, then released for the server). */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = require('node:net').createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
 /**
- * Starts `ratatoskr-host up` on 127.0.0.1:0 with an in-memory key-value store and
- * the given variables; resolves once it prints "Serving http://ADDR".
+ * Starts the app (`ratatoskr-host up`, or `spin up` in the real-Spin lane) with an
+ * in-memory key-value store, a database file of its own and the given variables;
+ * resolves once it prints "Serving http://ADDR".
  */
 async function startHost({ variables = {} } = {}) {
-  if (!fs.existsSync(HOST_BIN)) {
+  if (!SPIN_BIN && !fs.existsSync(HOST_BIN)) {
     throw new Error(`${HOST_BIN} is missing: build it with \`cargo build --profile host -p ratatoskr-host\` (scripts/test.sh does)`);
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ratatoskr-browser-'));
   const runtimeConfig = path.join(dir, 'runtime-config.toml');
-  // No path: the stores live in memory and die with the host.
-  fs.writeFileSync(runtimeConfig, '[key_value_store.default]\ntype = "spin"\n\n[sqlite_database.default]\ntype = "spin"\n');
-  const args = ['up', '--listen', '127.0.0.1:0', '--runtime-config-file', runtimeConfig];
-  for (const [name, value] of Object.entries(variables)) args.push('--variable', `${name}=${value}`);
+  // The key-value store in memory (it lives as long as the app); the database in a
+  // file of this run: an in-memory SQLite database is new and empty per `open` in Spin.
+  fs.writeFileSync(runtimeConfig, '[key_value_store.default]\ntype = "spin"\n\n[sqlite_database.default]\ntype = "spin"\npath = "sqlite_db.db"\n');
   // Only what the test passes: no SPIN_VARIABLE_* from the caller's shell.
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SPIN_VARIABLE_')));
-  const proc = spawn(HOST_BIN, args, { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let bin; let args; let cwd;
+  if (SPIN_BIN) {
+    // Spin takes variables from SPIN_VARIABLE_* only, and a port to listen on.
+    bin = SPIN_BIN;
+    args = ['up', '--from', path.join(REPO_ROOT, 'spin.toml'), '--listen', `127.0.0.1:${await freePort()}`,
+      '--runtime-config-file', runtimeConfig, '--log-dir', path.join(dir, 'logs'), '--state-dir', path.join(dir, 'state')];
+    for (const [name, value] of Object.entries(variables)) env['SPIN_VARIABLE_' + name.toUpperCase()] = value;
+    cwd = dir;
+  } else {
+    bin = HOST_BIN;
+    args = ['up', '--listen', '127.0.0.1:0', '--runtime-config-file', runtimeConfig];
+    for (const [name, value] of Object.entries(variables)) args.push('--variable', `${name}=${value}`);
+    cwd = REPO_ROOT;
+  }
+  const proc = spawn(bin, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const log = [];
   let exited = null;
   const url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('host did not start in 30 s:\n' + log.join('\n'))), 30_000);
+    const timer = setTimeout(() => reject(new Error('the app did not start in 60 s:\n' + log.join('\n'))), 60_000);
     let buffer = '';
     const onData = (chunk) => {
       buffer += chunk.toString('utf8');
@@ -59,7 +91,7 @@ async function startHost({ variables = {} } = {}) {
     proc.on('exit', (code, signal) => {
       exited = { code, signal };
       clearTimeout(timer);
-      reject(new Error(`host exited (${code ?? signal}) before serving:\n` + log.join('\n')));
+      reject(new Error(`the app exited (${code ?? signal}) before serving:\n` + log.join('\n')));
     });
   });
   const host = {
@@ -238,6 +270,6 @@ async function horizontalOverflow(page) {
 function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
 
 module.exports = {
-  REPO_ROOT, ARTIFACTS, INDEX_HTML, randomKey, startHost, launchBrowser, openConsole, record,
+  SPIN_BIN, REPO_ROOT, ARTIFACTS, INDEX_HTML, randomKey, startHost, launchBrowser, openConsole, record,
   assertClean, screenshot, waitFor, horizontalOverflow, startSession, sendWithEnter, waitForTerminal, sleep,
 };

@@ -1,7 +1,8 @@
 //! A probe for the host tests. Each path under the component's route reports
 //! one capability as Spin gives it to a guest:
 //!
-//! - `/headers`: the request headers as JSON
+//! - `/headers`: the request headers as JSON (a repeated header: its last value)
+//! - `/header-values?<name>`: every value of one header, in order, as a JSON array
 //! - `/var?<name>`: `fermyon:spin/variables.get(name)`
 //! - `/file?<path>`: read a file from the component's mounts
 //! - `/kv?<op>&<key>&<value>`: the default key-value store
@@ -50,7 +51,7 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let path_info = req
         .headers()
         .get("spin-path-info")
-        .first()
+        .last()
         .map(|v| String::from_utf8_lossy(v).into_owned())
         .unwrap_or_default();
     let args = query_parts(&req);
@@ -63,6 +64,15 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
                 .map(|(k, v)| (k, serde_json::Value::String(String::from_utf8_lossy(&v).into_owned())))
                 .collect();
             reply(out, 200, serde_json::Value::Object(map).to_string()).await
+        }
+        "/header-values" => {
+            let values: Vec<String> = req
+                .headers()
+                .get(args.first().map(String::as_str).unwrap_or(""))
+                .iter()
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .collect();
+            reply(out, 200, serde_json::json!(values).to_string()).await
         }
         "/var" => match spin_sdk::variables::get(args.first().map(String::as_str).unwrap_or("")) {
             Ok(value) => reply(out, 200, value).await,

@@ -1,0 +1,226 @@
+//! The real-Spin backend of [`crate::TestApp`]: `spin up` as a child process,
+//! configured only through what Spin itself reads (flags, `SPIN_VARIABLE_*`,
+//! a runtime-config file), so a test that passes here passes for a user.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use ratatoskr_host::runtime_config::{RuntimeConfig, StoreLocation};
+use ratatoskr_host::FilesMountStrategy;
+
+use crate::TestAppOptions;
+
+/// How long `spin up` may take to print `Serving http://…` (a cold wasmtime
+/// cache compiles four components first).
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// A `spin up` process serving on 127.0.0.1, stopped when dropped.
+pub struct SpinUp {
+    pub addr: SocketAddr,
+    child: Child,
+    dir: tempfile::TempDir,
+    _scratch: std::sync::Arc<tempfile::TempDir>,
+}
+
+impl SpinUp {
+    pub async fn start(spin: &Path, options: TestAppOptions) -> Result<SpinUp> {
+        let dir = tempfile::Builder::new().prefix("ratatoskr-spin-").tempdir()?;
+        let runtime_config = dir.path().join("runtime-config.toml");
+        std::fs::write(&runtime_config, runtime_config_toml(&options.runtime_config))?;
+        let variables = redirected(&options.variables, &options.redirects);
+        let manifest = std::path::absolute(&options.manifest)?;
+
+        let addr = free_port()?;
+        let mut command = Command::new(spin);
+        command
+            .arg("up")
+            .arg("--from")
+            .arg(&manifest)
+            .arg("--listen")
+            .arg(addr.to_string())
+            .arg("--runtime-config-file")
+            .arg(&runtime_config)
+            .arg("--log-dir")
+            .arg(dir.path().join("logs"))
+            // Nothing of a test run lands in the repo's `.spin/`.
+            .arg("--state-dir")
+            .arg(dir.path().join("state"));
+        match &options.files {
+            FilesMountStrategy::Copy => {}
+            FilesMountStrategy::CopyInto(temp) => {
+                command.arg("--temp").arg(temp);
+            }
+            FilesMountStrategy::Direct => {
+                command.arg("--direct-mounts");
+            }
+        }
+        // Only the test's variables: none from this process's environment, no `.env`.
+        for (name, _) in std::env::vars() {
+            if name.starts_with("SPIN_VARIABLE_") {
+                command.env_remove(name);
+            }
+        }
+        for (name, value) in &variables {
+            command.env(format!("SPIN_VARIABLE_{}", name.to_ascii_uppercase()), value);
+        }
+        let output = std::fs::File::create(dir.path().join("spin.out"))?;
+        command
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(output.try_clone()?)
+            .stderr(output);
+        let child = command.spawn().with_context(|| format!("starting {}", spin.display()))?;
+        let mut up = SpinUp { addr, child, dir, _scratch: options.scratch };
+        up.wait_until_serving().await?;
+        Ok(up)
+    }
+
+    async fn wait_until_serving(&mut self) -> Result<()> {
+        let started = Instant::now();
+        let needle = format!("Serving http://{}", self.addr);
+        loop {
+            if self.output().contains(&needle) {
+                return Ok(());
+            }
+            if let Some(status) = self.child.try_wait()? {
+                bail!("spin up exited ({status}) before serving:\n{}", self.output());
+            }
+            if started.elapsed() > START_TIMEOUT {
+                bail!("spin up did not serve within {START_TIMEOUT:?}:\n{}", self.output());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("spin.out")).unwrap_or_default()
+    }
+
+    /// Spin's own output and every component's stdio log.
+    pub fn log(&self) -> String {
+        let mut all = self.output();
+        if let Ok(entries) = std::fs::read_dir(self.dir.path().join("logs")) {
+            for entry in entries.flatten() {
+                all.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+            }
+        }
+        all
+    }
+}
+
+impl Drop for SpinUp {
+    fn drop(&mut self) {
+        // SIGINT lets Spin remove its working copy; SIGKILL if it lingers.
+        let _ = Command::new("kill").arg("-INT").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port nothing listens on right now (bound, then released for Spin).
+fn free_port() -> Result<SocketAddr> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?)
+}
+
+fn runtime_config_toml(config: &RuntimeConfig) -> String {
+    let mut toml = String::new();
+    let sections = [("key_value_store", &config.key_value_stores), ("sqlite_database", &config.sqlite_databases)];
+    for (section, stores) in sections {
+        for (label, location) in stores {
+            toml.push_str(&format!("[{section}.{label}]\ntype = \"spin\"\n"));
+            // No path: Spin keeps the store in memory, as the host does.
+            if let StoreLocation::File(path) = location {
+                toml.push_str(&format!("path = {:?}\n", path.display().to_string()));
+            }
+        }
+    }
+    toml
+}
+
+/// Spin cannot reroute an origin as the host's test hook does, so a redirect of
+/// `name:port` becomes what a user would configure: every variable naming
+/// `http://name[:port]` names the mock's address instead (URLs and the
+/// `allowed_outbound_hosts` origins move together).
+fn redirected(variables: &HashMap<String, String>, redirects: &HashMap<String, SocketAddr>) -> HashMap<String, String> {
+    variables
+        .iter()
+        .map(|(name, value)| {
+            let mut value = value.clone();
+            for (authority, addr) in redirects {
+                let mut spellings = vec![format!("http://{authority}")];
+                if let Some(host) = authority.strip_suffix(":80") {
+                    spellings.push(format!("http://{host}"));
+                }
+                for from in spellings {
+                    value = replace_origin(&value, &from, &format!("http://{addr}"));
+                }
+            }
+            (name.clone(), value)
+        })
+        .collect()
+}
+
+/// Replaces `from` where it is a whole origin: followed by the end, `/`, `?` or `#`.
+fn replace_origin(value: &str, from: &str, to: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find(from) {
+        let after = &rest[at + from.len()..];
+        out.push_str(&rest[..at]);
+        if after.is_empty() || after.starts_with(['/', '?', '#']) {
+            out.push_str(to);
+        } else {
+            out.push_str(from);
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The spin binary the lane runs, from `SPIN_BIN`.
+pub fn spin_bin() -> Option<PathBuf> {
+    std::env::var_os("SPIN_BIN").map(PathBuf::from).filter(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirects_rewrite_whole_origins_only() {
+        let vars = HashMap::from([
+            ("a".to_string(), "http://upstream.test".to_string()),
+            ("b".to_string(), "http://upstream.test/worldtree/affect".to_string()),
+            ("c".to_string(), "http://upstream.testing/x".to_string()),
+            ("d".to_string(), "https://upstream.test".to_string()),
+        ]);
+        let redirects = HashMap::from([("upstream.test:80".to_string(), "127.0.0.1:4242".parse().unwrap())]);
+        let out = redirected(&vars, &redirects);
+        assert_eq!(out["a"], "http://127.0.0.1:4242");
+        assert_eq!(out["b"], "http://127.0.0.1:4242/worldtree/affect");
+        assert_eq!(out["c"], "http://upstream.testing/x");
+        assert_eq!(out["d"], "https://upstream.test");
+    }
+
+    #[test]
+    fn runtime_config_keeps_memory_stores_pathless() {
+        let mut config = RuntimeConfig::in_memory();
+        config.sqlite_databases.insert("default".into(), StoreLocation::File("/tmp/x.db".into()));
+        let toml = runtime_config_toml(&config);
+        assert!(toml.contains("[key_value_store.default]\ntype = \"spin\"\n["), "{toml}");
+        assert!(toml.contains("[sqlite_database.default]\ntype = \"spin\"\npath = \"/tmp/x.db\"\n"), "{toml}");
+    }
+}
