@@ -7,8 +7,28 @@ use spin_sdk::http::{Fields, IncomingRequest, OutgoingBody, OutgoingResponse, Re
 use spin_sdk::http_component;
 use static_core::{join_field_values, request_path, serve, Reply, ReplyBody, RequestHead, Site};
 
-/// wasi:io `blocking-write-and-flush` takes at most 4096 bytes per call.
-const WRITE_CHUNK: usize = 4096;
+/// File reads per write: big writes become few TCP segments (Spin keeps Nagle on).
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Writes everything as the host's permits allow, without a flush per piece.
+fn write_all(stream: &wasi::io::streams::OutputStream, mut bytes: &[u8]) -> bool {
+    while !bytes.is_empty() {
+        let permit = match stream.check_write() {
+            Ok(0) => {
+                stream.subscribe().block();
+                continue;
+            }
+            Ok(n) => n as usize,
+            Err(_) => return false,
+        };
+        let n = permit.min(bytes.len());
+        if stream.write(&bytes[..n]).is_err() {
+            return false;
+        }
+        bytes = &bytes[n..];
+    }
+    true
+}
 
 #[http_component]
 fn handle(request: IncomingRequest, response_out: ResponseOutparam) {
@@ -16,7 +36,8 @@ fn handle(request: IncomingRequest, response_out: ResponseOutparam) {
     // not be buffered just to be told 405.
     let headers = request.headers();
     let field = |name: &str| join_field_values(&headers.get(name));
-    let path_info = field("spin-path-info");
+    // Spin appends its value after any copy the client sent: the last one is Spin's.
+    let path_info = headers.get("spin-path-info").pop().map(|v| String::from_utf8_lossy(&v).into_owned());
     let path_with_query = request.path_with_query();
     let accept_encoding = field("accept-encoding");
     let if_none_match = field("if-none-match");
@@ -40,27 +61,32 @@ fn send(reply: Reply, response_out: ResponseOutparam, head_only: bool) {
         // Unreachable with our fixed headers; dropping the outparam makes the host answer 500.
         return;
     };
-    response_out.set(response);
     let Ok(stream) = body.write() else { return };
+    // A body in memory is queued before the head is handed over, so the runtime can
+    // send both in one TCP write: Spin keeps Nagle on, and a body that follows its
+    // head in a second small write waits for the client's delayed ACK (~40 ms).
+    let mut rest: &[u8] = match &reply.body {
+        ReplyBody::Bytes(bytes) => bytes,
+        _ => &[],
+    };
+    if let Ok(permit) = stream.check_write() {
+        let n = (permit as usize).min(rest.len());
+        if n > 0 && stream.write(&rest[..n]).is_ok() {
+            rest = &rest[n..];
+        }
+    }
+    response_out.set(response);
     // Errors past this point can only cut the body short: the Content-Length
     // mismatch makes the host abort the response instead of sending a bad one.
-    match reply.body {
-        ReplyBody::Empty => {}
-        ReplyBody::Bytes(bytes) => {
-            for chunk in bytes.chunks(WRITE_CHUNK) {
-                if stream.blocking_write_and_flush(chunk).is_err() {
-                    break;
-                }
-            }
-        }
-        ReplyBody::File { file, len } => {
+    if write_all(&stream, rest) {
+        if let ReplyBody::File { file, len } = reply.body {
             let mut file = file.take(len);
-            let mut buffer = [0u8; WRITE_CHUNK];
+            let mut buffer = vec![0u8; READ_CHUNK];
             loop {
                 match file.read(&mut buffer) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
-                        if stream.blocking_write_and_flush(&buffer[..n]).is_err() {
+                        if !write_all(&stream, &buffer[..n]) {
                             break;
                         }
                     }
@@ -68,6 +94,7 @@ fn send(reply: Reply, response_out: ResponseOutparam, head_only: bool) {
             }
         }
     }
+    let _ = stream.blocking_flush();
     // The stream is a child of the body and must be gone before finish.
     drop(stream);
     let _ = OutgoingBody::finish(body, None);

@@ -24,5 +24,5 @@ pub use encoding::{negotiate, Encoding};
 pub use etag::{content_etag, content_etag_of, if_none_match_matches, variant_etag};
 pub use media::{media_type_for, MediaType};
 pub use path::{sanitize_request_path, traversal_corpus, PathRefusal, SafePath, MAX_PATH_BYTES};
-pub use serve::{join_field_values, request_path, serve, Reply, ReplyBody, RequestHead, Site};
+pub use serve::{join_field_values, request_path, serve, Reply, ReplyBody, RequestHead, Site, WHOLE_FILE_LIMIT};
 pub use sidecar::Sidecar;

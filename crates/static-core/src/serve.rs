@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::csp::{content_security_policy, inline_hashes, InlineHashes, ERROR_CSP};
 use crate::encoding::{negotiate, Encoding};
-use crate::etag::{content_etag_of, if_none_match_matches, variant_etag};
+use crate::etag::{content_etag, content_etag_of, if_none_match_matches, variant_etag};
 use crate::media::{media_type_for, MediaType};
 use crate::path::sanitize_request_path;
 use crate::sidecar::{sidecar_rel_path, variant_rel_path, Sidecar};
@@ -207,7 +207,10 @@ fn serve_file(
     let media = media_type_for(rel);
     // The content is its own identity: hashed on every request, so neither the tag
     // nor the sidecar's authority depends on modification times surviving a copy.
-    let base_etag = content_etag_of(&source, size)?;
+    // A small file is read once, whole: its bytes give the tag and, if identity is
+    // served, the body (each file system call is a hop to a blocking thread in Spin).
+    let mut source = Source::read(source, size)?;
+    let base_etag = source.etag.clone();
 
     // Trust the build step's work only while the source is exactly what it saw.
     let sidecar = read_sidecar(&site.precompressed, rel)
@@ -220,11 +223,8 @@ fn serve_file(
         None => (Vec::new(), None),
     };
     // An edited page (no fresh sidecar) gets its hashes now, so its inline code runs.
-    let mut page = None;
     if media.is_html && csp.is_none() {
-        let bytes = read_from_start(&source, size)?;
-        csp = Some(inline_hashes(&bytes));
-        page = Some(bytes);
+        csp = Some(inline_hashes(source.bytes()?));
     }
     let mut encoding = negotiate(request.accept_encoding, &available);
 
@@ -245,23 +245,16 @@ fn serve_file(
     let mut body = None;
     while encoding != Encoding::Identity {
         let recorded = sidecar.as_ref().and_then(|s| s.variant_size(encoding));
-        if let Some((file, len)) = open_variant(&site.precompressed, rel, encoding, recorded) {
-            body = Some(ReplyBody::File { file, len });
+        if let Some(variant) = open_variant(&site.precompressed, rel, encoding, recorded) {
+            body = Some(variant);
             break;
         }
         available.retain(|e| *e != encoding);
         encoding = negotiate(request.accept_encoding, &available);
     }
-    let body = match (body, page) {
-        (Some(body), _) => body,
-        (None, Some(bytes)) => ReplyBody::Bytes(bytes),
-        (None, None) => {
-            (&source).seek(SeekFrom::Start(0))?;
-            ReplyBody::File {
-                file: source,
-                len: size,
-            }
-        }
+    let body = match body {
+        Some(body) => body,
+        None => source.into_body()?,
     };
     let content_length = match &body {
         ReplyBody::Empty => 0,
@@ -282,6 +275,58 @@ fn serve_file(
         headers,
         body,
     })
+}
+
+/// Files up to this size are read whole, in one go; larger ones are hashed and
+/// sent in chunks, never held in memory.
+pub const WHOLE_FILE_LIMIT: u64 = 256 * 1024;
+
+/// The requested file and its content tag.
+struct Source {
+    file: File,
+    size: u64,
+    etag: String,
+    /// The whole content, for a file of at most [`WHOLE_FILE_LIMIT`] bytes.
+    bytes: Option<Vec<u8>>,
+}
+
+impl Source {
+    fn read(file: File, size: u64) -> io::Result<Source> {
+        if size <= WHOLE_FILE_LIMIT {
+            let bytes = read_exactly(&file, size)?;
+            let etag = content_etag(&bytes);
+            return Ok(Source { file, size, etag, bytes: Some(bytes) });
+        }
+        let etag = content_etag_of(&file, size)?;
+        Ok(Source { file, size, etag, bytes: None })
+    }
+
+    /// The whole content (read now for a large file: only an edited HTML page needs it).
+    fn bytes(&mut self) -> io::Result<&[u8]> {
+        if self.bytes.is_none() {
+            (&self.file).seek(SeekFrom::Start(0))?;
+            self.bytes = Some(read_exactly(&self.file, self.size)?);
+        }
+        Ok(self.bytes.as_deref().unwrap_or_default())
+    }
+
+    fn into_body(self) -> io::Result<ReplyBody> {
+        match self.bytes {
+            Some(bytes) => Ok(ReplyBody::Bytes(bytes)),
+            None => {
+                (&self.file).seek(SeekFrom::Start(0))?;
+                Ok(ReplyBody::File { file: self.file, len: self.size })
+            }
+        }
+    }
+}
+
+/// Exactly `size` bytes from the start of `file`; a shorter file is an error (it
+/// changed under us, and a tag for bytes we will not send must not be made).
+fn read_exactly(mut file: &File, size: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = vec![0u8; usize::try_from(size).map_err(|_| io::ErrorKind::OutOfMemory)?];
+    file.read_exact(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Headers shared by a 200 and its 304 (RFC 9110 §15.4.5).
@@ -305,37 +350,45 @@ fn validator_headers(
     headers
 }
 
-/// The whole file, from its first byte (it was read once already, for its tag).
-fn read_from_start(mut file: &File, size: u64) -> io::Result<Vec<u8>> {
-    file.seek(SeekFrom::Start(0))?;
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    file.take(size).read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
 fn read_sidecar(precompressed: &Path, rel: &str) -> Option<Sidecar> {
-    let file = File::open(precompressed.join(sidecar_rel_path(rel))).ok()?;
-    let mut bytes = Vec::new();
-    file.take(MAX_SIDECAR_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .ok()?;
-    if bytes.len() as u64 > MAX_SIDECAR_BYTES {
-        return None;
+    let mut file = File::open(precompressed.join(sidecar_rel_path(rel))).ok()?;
+    // One read usually holds it all, and a JSON object is complete only with its
+    // closing brace, so parse after each read: no extra read just to see the end.
+    let mut bytes = vec![0u8; MAX_SIDECAR_BYTES as usize];
+    let mut len = 0;
+    loop {
+        let n = file.read(&mut bytes[len..]).ok()?;
+        if n == 0 {
+            return None;
+        }
+        len += n;
+        if let Some(sidecar) = Sidecar::parse(&bytes[..len]) {
+            return Some(sidecar);
+        }
+        if len == bytes.len() {
+            return None; // bigger than any sidecar of ours
+        }
     }
-    Sidecar::parse(&bytes)
 }
 
-/// The variant file, if it is there with the size the sidecar recorded.
+/// The variant, if it is there with the size the sidecar recorded: in memory when
+/// small, else the open file to stream.
 fn open_variant(
     precompressed: &Path,
     rel: &str,
     encoding: Encoding,
     recorded: Option<u64>,
-) -> Option<(File, u64)> {
+) -> Option<ReplyBody> {
     let recorded = recorded?;
     let file = File::open(precompressed.join(variant_rel_path(rel, encoding)?)).ok()?;
+    if recorded <= WHOLE_FILE_LIMIT {
+        // Asking for one byte more than recorded checks the size in the same read.
+        let mut bytes = Vec::with_capacity(recorded as usize + 1);
+        (&file).take(recorded + 1).read_to_end(&mut bytes).ok()?;
+        return (bytes.len() as u64 == recorded).then_some(ReplyBody::Bytes(bytes));
+    }
     let metadata = file.metadata().ok()?;
-    (metadata.is_file() && metadata.len() == recorded).then_some((file, recorded))
+    (metadata.is_file() && metadata.len() == recorded).then_some(ReplyBody::File { file, len: recorded })
 }
 
 #[cfg(test)]

@@ -627,3 +627,28 @@ fn error_bodies_never_echo_the_path() {
         );
     }
 }
+
+/// Small files and variants are read whole (few file-system calls in Spin);
+/// larger ones stream from the open file, with the same content tag.
+#[test]
+fn small_bodies_are_read_whole_and_large_ones_stream() {
+    use static_core::{content_etag, ReplyBody, WHOLE_FILE_LIMIT};
+    let dir = TempDir::new("sizes");
+    let large: Vec<u8> = (0..WHOLE_FILE_LIMIT as usize + 4096).map(|i| b"abcdefghij\n"[i % 11]).collect();
+    dir.write("site/big.txt", &large);
+    dir.write("site/small.txt", "small and plain\n".repeat(100));
+    precompress_dir(&dir.join("site"), &dir.join("pre")).unwrap();
+    let site = Site::new(dir.join("site"), dir.join("pre"));
+
+    let big = serve(&site, &get("/big.txt"));
+    assert!(matches!(big.body, ReplyBody::File { len, .. } if len == large.len() as u64));
+    assert_eq!(header(&big, "etag"), content_etag(&large));
+    assert_eq!(body(big), large);
+
+    let small = serve(&site, &get("/small.txt"));
+    assert!(matches!(small.body, ReplyBody::Bytes(_)));
+    let br = serve(&site, &RequestHead { accept_encoding: Some("br"), ..get("/small.txt") });
+    assert_eq!(header(&br, "content-encoding"), "br");
+    assert!(matches!(br.body, ReplyBody::Bytes(_)), "a small variant is read whole too");
+    assert_eq!(brotli_decode(&body(br)), "small and plain\n".repeat(100).into_bytes());
+}
