@@ -24,7 +24,9 @@ pub enum Runtime {
 impl Runtime {
     pub fn selected() -> Runtime {
         match std::env::var("RATATOSKR_TEST_RUNTIME").as_deref() {
-            Ok("spin") => Runtime::Spin(spin_bin().expect("RATATOSKR_TEST_RUNTIME=spin needs SPIN_BIN, the spin binary")),
+            Ok("spin") => {
+                Runtime::Spin(spin_bin().expect("RATATOSKR_TEST_RUNTIME=spin needs SPIN_BIN, the spin binary"))
+            }
             _ => Runtime::Host,
         }
     }
@@ -86,7 +88,11 @@ impl TestApp {
         let Some(StoreLocation::File(path)) = self.databases.get(label) else {
             panic!("database {label} is not a file of this app");
         };
-        let dbs = SqliteDatabases::open(&std::collections::BTreeMap::from([(label.to_string(), StoreLocation::File(path.clone()))])).unwrap();
+        let dbs = SqliteDatabases::open(&std::collections::BTreeMap::from([(
+            label.to_string(),
+            StoreLocation::File(path.clone()),
+        )]))
+        .unwrap();
         dbs.connect(label).unwrap().execute(statement, &[]).unwrap().rows
     }
 
@@ -118,11 +124,7 @@ pub fn repo_root() -> PathBuf {
 /// Fails with a clear message when the wasm components were not built.
 pub fn require_wasm(name: &str) -> PathBuf {
     let path = repo_root().join("target/wasm32-wasip2/release").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: build the components first (scripts/test.sh does)",
-        path.display()
-    );
+    assert!(path.exists(), "{} is missing: build the components first (scripts/test.sh does)", path.display());
     path
 }
 

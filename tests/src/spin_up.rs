@@ -68,11 +68,7 @@ impl SpinUp {
             command.env(format!("SPIN_VARIABLE_{}", name.to_ascii_uppercase()), value);
         }
         let output = std::fs::File::create(dir.path().join("spin.out"))?;
-        command
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(output.try_clone()?)
-            .stderr(output);
+        command.current_dir(dir.path()).stdin(Stdio::null()).stdout(output.try_clone()?).stderr(output);
         let child = command.spawn().with_context(|| format!("starting {}", spin.display()))?;
         let mut up = SpinUp { addr, child, dir, _scratch: options.scratch };
         up.wait_until_serving().await?;

@@ -48,7 +48,11 @@ fn success_body(path: &str, leak: &str, keys: &(String, String)) -> (u16, &'stat
     if path == "/v1/agents" {
         (200, "application/json", json(serde_json::json!({"agents": [{"agent_id": "sindra", "display_name": leak}]})))
     } else if path == "/v1/sessions" {
-        (201, "application/json", json(serde_json::json!({"session_id": "s_1", "agent_id": "sindra", "created_at": leak})))
+        (
+            201,
+            "application/json",
+            json(serde_json::json!({"session_id": "s_1", "agent_id": "sindra", "created_at": leak})),
+        )
     } else if path.ends_with("/cancel") {
         (202, "application/json", json(serde_json::json!({ "echo": leak })))
     } else if path.ends_with("/turns") {
@@ -72,7 +76,13 @@ fn success_body(path: &str, leak: &str, keys: &(String, String)) -> (u16, &'stat
         (200, "text/event-stream", body)
     } else {
         // Tools, bifrost, affect.
-        (200, "application/json", json(serde_json::json!({"session_id": "s_1", "agent_id": "sindra", "echo": leak, "keys": [admin, consumer]})))
+        (
+            200,
+            "application/json",
+            json(
+                serde_json::json!({"session_id": "s_1", "agent_id": "sindra", "echo": leak, "keys": [admin, consumer]}),
+            ),
+        )
     }
 }
 
@@ -201,7 +211,10 @@ async fn assert_log_clean(app: &TestApp, keys: &Keys) {
     let log = app.log();
     // Real Spin logs no requests, only component output: the keys are looked for there.
     if Runtime::selected() == Runtime::Host {
-        assert!(log.lines().filter(|l| l.contains(" /api/")).count() >= ROUTES.len(), "every request was logged:\n{log}");
+        assert!(
+            log.lines().filter(|l| l.contains(" /api/")).count() >= ROUTES.len(),
+            "every request was logged:\n{log}"
+        );
     }
     for key in keys.all() {
         assert!(!log.contains(key), "a key was logged:\n{log}");

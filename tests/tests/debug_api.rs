@@ -81,7 +81,11 @@ async fn bifrost_post_001_admin_key_replaces_the_consumer_bearer_and_never_reach
     let seen = mock.requests();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].path_and_query, "/v1/sessions/s_1/bifrost");
-    assert_eq!(authorization(&seen[0]), [format!("Bearer {}", keys.admin)], "one Authorization: the admin key, no consumer key");
+    assert_eq!(
+        authorization(&seen[0]),
+        [format!("Bearer {}", keys.admin)],
+        "one Authorization: the admin key, no consumer key"
+    );
     assert!(!answer.body.contains(&keys.admin), "{}", answer.body);
     assert_eq!(answer.json()["echo"], "Bearer [redacted]");
     for (name, value) in &answer.headers {
@@ -259,7 +263,10 @@ async fn admin_events_post_002_every_kept_event_is_admin_event_with_id_and_paylo
         json!({"id": 2, "type": "turn.started", "timestamp": "2025-01-01T00:00:00Z",
                "data": {"session_id": "s_1", "turn_id": "t_1", "timestamp": "2025-01-01T00:00:00Z"}})
     );
-    assert_eq!(frames[1].json(), json!({"id": 4, "type": "system.restart", "timestamp": null, "data": {"reason": "deploy"}}));
+    assert_eq!(
+        frames[1].json(),
+        json!({"id": 4, "type": "system.restart", "timestamp": null, "data": {"reason": "deploy"}})
+    );
     assert_eq!(frames[4].json()["type"], "message", "an event without a name keeps the SSE default type");
 }
 
@@ -396,7 +403,10 @@ async fn admin_events_post_003_malformed_data_is_one_stream_error() {
         let app = app_with(&Keys::random(), &mock).await;
         let mut sse = Sse::open(&app, "/api/admin/events?session_id=s_1", None).await;
         let upstream = next_sender(&mut senders).await;
-        push(&upstream, &format!("id: 1\nevent: system.notice\ndata: {bad_data}\n\nid: 2\nevent: system.notice\ndata: {{}}\n\n"));
+        push(
+            &upstream,
+            &format!("id: 1\nevent: system.notice\ndata: {bad_data}\n\nid: 2\nevent: system.notice\ndata: {{}}\n\n"),
+        );
         assert_ends_with_one_stream_error(&mut sse, 0, "malformed_sse_data").await;
         assert!(mock.wait_for_open_connections(0, SECOND).await.is_some(), "{bad_data:?}");
         drop(upstream);
@@ -478,19 +488,30 @@ async fn admin_events_keepalive_on_a_silent_upstream() {
 #[tokio::test(flavor = "multi_thread")]
 async fn config_lists_agents_and_admin_configured_never_a_key() {
     let keys = Keys::random();
-    let mock = json_mock(200, r#"{"agents":[{"agent_id":"sindra","display_name":"Sindra"},{"agent_id":"brokkr","display_name":"Brokkr"}]}"#).await;
-    let app = start(app_options(&keys).redirect(UPSTREAM, &mock).variable("bifrost_visible_host", "bifrost.example")).await;
+    let mock = json_mock(
+        200,
+        r#"{"agents":[{"agent_id":"sindra","display_name":"Sindra"},{"agent_id":"brokkr","display_name":"Brokkr"}]}"#,
+    )
+    .await;
+    let app =
+        start(app_options(&keys).redirect(UPSTREAM, &mock).variable("bifrost_visible_host", "bifrost.example")).await;
     let answer = get(&app, "/api/config").await;
     assert_eq!(answer.status, 200);
     let v = answer.json();
     assert_eq!(v["bifrost_visible_host"], "bifrost.example");
     assert_eq!(v["admin_configured"], true);
-    assert_eq!(v["agents"], json!([{"agent_id":"sindra","display_name":"Sindra"},{"agent_id":"brokkr","display_name":"Brokkr"}]));
+    assert_eq!(
+        v["agents"],
+        json!([{"agent_id":"sindra","display_name":"Sindra"},{"agent_id":"brokkr","display_name":"Brokkr"}])
+    );
     for key in keys.all() {
         assert!(!answer.body.contains(key));
     }
     let seen = mock.requests();
-    assert_eq!((seen[0].path_and_query.as_str(), authorization(&seen[0])), ("/v1/agents", vec![format!("Bearer {}", keys.consumer)]));
+    assert_eq!(
+        (seen[0].path_and_query.as_str(), authorization(&seen[0])),
+        ("/v1/agents", vec![format!("Bearer {}", keys.consumer)])
+    );
 }
 
 /// Spin keeps a client's own `spin-*` headers and appends its values after them:
@@ -549,7 +570,9 @@ async fn create_session_upstream_refusal_is_status_preserving() {
     for status in [400, 404] {
         let mock = json_mock(status, r#"{"error":"unknown agent"}"#).await;
         let app = app_with(&Keys::random(), &mock).await;
-        let v = post_json(&app, "/api/sessions", r#"{"agent_id":"nobody"}"#).await.assert_error(status, "session_create_failed");
+        let v = post_json(&app, "/api/sessions", r#"{"agent_id":"nobody"}"#)
+            .await
+            .assert_error(status, "session_create_failed");
         assert_eq!(v["status"], status);
     }
 }
@@ -655,7 +678,9 @@ async fn turn_upstream_refusal_is_status_preserving() {
     for status in [404, 409] {
         let mock = json_mock(status, r#"{"error":"turn already running"}"#).await;
         let app = app_with(&Keys::random(), &mock).await;
-        let v = post_json(&app, "/api/sessions/s_1/turns", r#"{"text":"hi"}"#).await.assert_error(status, "turn_unavailable");
+        let v = post_json(&app, "/api/sessions/s_1/turns", r#"{"text":"hi"}"#)
+            .await
+            .assert_error(status, "turn_unavailable");
         assert_eq!(v["status"], status);
     }
 }
@@ -689,7 +714,10 @@ async fn cancel_is_forwarded_with_the_consumer_key_and_answers_202() {
     assert_eq!(answer.status, 202);
     assert_eq!(answer.json(), json!({}));
     let seen = mock.requests();
-    assert_eq!((seen[0].method.as_str(), seen[0].path_and_query.as_str()), ("POST", "/v1/sessions/s_1/turns/t_2/cancel"));
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].path_and_query.as_str()),
+        ("POST", "/v1/sessions/s_1/turns/t_2/cancel")
+    );
     assert_eq!(authorization(&seen[0]), [format!("Bearer {}", keys.consumer)]);
 
     let mock = json_mock(404, "{}").await;
@@ -748,7 +776,10 @@ async fn malformed_ids_never_reach_an_upstream_path_or_query() {
         let answer = raw_request(app.addr, method, path).await;
         assert!(answer.status == 400 || answer.status == 404, "{method} {path}: {}", answer.status);
         let v = answer.json();
-        assert!(v["error_code"].as_str().unwrap().starts_with("invalid_") || v["error_code"] == "not_found", "{path}: {v}");
+        assert!(
+            v["error_code"].as_str().unwrap().starts_with("invalid_") || v["error_code"] == "not_found",
+            "{path}: {v}"
+        );
     }
     assert_eq!(mock.requests().len(), 0, "{:?}", mock.requests().iter().map(|r| &r.path_and_query).collect::<Vec<_>>());
     // The widest valid id goes through exactly as given.
@@ -778,7 +809,15 @@ async fn wrong_methods_are_405_with_allow_and_unknown_routes_404_json() {
         assert_eq!(answer.header("allow"), allow, "{method} {path}");
         assert_eq!(v["allow"], allow);
     }
-    for path in ["/api", "/api/", "/api/nope", "/api/sessions/s_1", "/api/sessions/s_1/tools/extra", "/api/admin", "/api/config/"] {
+    for path in [
+        "/api",
+        "/api/",
+        "/api/nope",
+        "/api/sessions/s_1",
+        "/api/sessions/s_1/tools/extra",
+        "/api/admin",
+        "/api/config/",
+    ] {
         raw_request(app.addr, "GET", path).await.assert_error(404, "not_found");
     }
     assert_eq!(mock.requests().len(), 0);
@@ -834,7 +873,9 @@ async fn upstream_stalling_mid_body_is_504() {
     })
     .await;
     let app = app_with(&Keys::random(), &mock).await;
-    for (method, path, body) in UPSTREAM_ROUTES.iter().filter(|(_, p, _)| !p.ends_with("/turns") && !p.ends_with("/cancel")) {
+    for (method, path, body) in
+        UPSTREAM_ROUTES.iter().filter(|(_, p, _)| !p.ends_with("/turns") && !p.ends_with("/cancel"))
+    {
         call(&app, method, path, body).await.assert_error(504, "upstream_timeout");
     }
     drop(senders);
@@ -844,12 +885,16 @@ async fn upstream_stalling_mid_body_is_504() {
 async fn upstream_drop_mid_body_is_502_and_malformed_json_is_502() {
     let addr = dropping_server("application/json", r#"{"session_id":"s_1","to"#.into()).await;
     let app = start(redirect_all(app_options(&Keys::random()), addr)).await;
-    for (method, path, body) in UPSTREAM_ROUTES.iter().filter(|(_, p, _)| !p.ends_with("/turns") && !p.ends_with("/cancel")) {
+    for (method, path, body) in
+        UPSTREAM_ROUTES.iter().filter(|(_, p, _)| !p.ends_with("/turns") && !p.ends_with("/cancel"))
+    {
         call(&app, method, path, body).await.assert_error(502, "upstream_unreachable");
     }
     let mock = json_mock(200, "<html>not json</html>").await;
     let app = app_with(&Keys::random(), &mock).await;
-    for (method, path, body) in UPSTREAM_ROUTES.iter().filter(|(_, p, _)| !p.ends_with("/turns") && !p.ends_with("/cancel")) {
+    for (method, path, body) in
+        UPSTREAM_ROUTES.iter().filter(|(_, p, _)| !p.ends_with("/turns") && !p.ends_with("/cancel"))
+    {
         let answer = call(&app, method, path, body).await;
         answer.assert_error(502, "upstream_malformed");
         assert!(!answer.body.contains("<html>"));
@@ -862,14 +907,17 @@ async fn upstream_drop_mid_body_is_502_and_malformed_json_is_502() {
 async fn end_to_end_against_the_simulator() {
     let admin = random_key("adm_");
     let app = start(
-        TestAppOptions::new(repo_root().join("spin.toml")).variable("admin_key", &admin).variable("sse_keepalive_ms", "500"),
+        TestAppOptions::new(repo_root().join("spin.toml"))
+            .variable("admin_key", &admin)
+            .variable("sse_keepalive_ms", "500"),
     )
     .await;
     let config = get(&app, "/api/config").await;
     assert_eq!(config.status, 200);
     let config = config.json();
     assert_eq!(config["admin_configured"], true);
-    let agents: Vec<&str> = config["agents"].as_array().unwrap().iter().map(|a| a["agent_id"].as_str().unwrap()).collect();
+    let agents: Vec<&str> =
+        config["agents"].as_array().unwrap().iter().map(|a| a["agent_id"].as_str().unwrap()).collect();
     assert!(agents.contains(&"sindra"), "{config}");
 
     // No affect before the first turn.

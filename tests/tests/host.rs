@@ -158,7 +158,9 @@ async fn files_are_mounted_read_only_and_nothing_else_is_visible() {
         }
     };
     assert_eq!(fetch("/data/hello.txt").await, (200, "hello from a mounted file\n".to_string()));
-    for outside in ["/etc/passwd", "/data/../probe.toml", "/data/%2e%2e/probe.toml", "../Cargo.toml", "/proc/self/environ"] {
+    for outside in
+        ["/etc/passwd", "/data/../probe.toml", "/data/%2e%2e/probe.toml", "../Cargo.toml", "/proc/self/environ"]
+    {
         let (status, _) = fetch(outside).await;
         assert_eq!(status, 404, "{outside} must not be readable");
     }
@@ -213,7 +215,9 @@ async fn tests_can_move_the_guests_wall_clock() {
         return;
     }
     let app = probe_app(None).await;
-    let now = || async { client().get(app.url("/probe/now")).send().await.unwrap().text().await.unwrap().parse::<u64>().unwrap() };
+    let now = || async {
+        client().get(app.url("/probe/now")).send().await.unwrap().text().await.unwrap().parse::<u64>().unwrap()
+    };
     let before = now().await;
     app.host().clock().advance(Duration::from_secs(1801));
     let after = now().await;

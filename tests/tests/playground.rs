@@ -153,7 +153,11 @@ impl Playground {
 
     /// Runs one SQL statement against the app's database file.
     fn sql(&self, statement: &str) -> Vec<Vec<SqlValue>> {
-        let dbs = SqliteDatabases::open(&BTreeMap::from([("default".to_string(), StoreLocation::File(self.db_path.clone()))])).unwrap();
+        let dbs = SqliteDatabases::open(&BTreeMap::from([(
+            "default".to_string(),
+            StoreLocation::File(self.db_path.clone()),
+        )]))
+        .unwrap();
         dbs.connect("default").unwrap().execute(statement, &[]).unwrap().rows
     }
 
@@ -167,8 +171,10 @@ impl Playground {
 
     async fn login_raw(&self, email: &str, password: &str) -> Answer {
         let body = json!({ "email": email, "password": password }).to_string();
-        self.send(client().post(self.app.url("/admin/v1/auth/login")).header("content-type", "application/json").body(body))
-            .await
+        self.send(
+            client().post(self.app.url("/admin/v1/auth/login")).header("content-type", "application/json").body(body),
+        )
+        .await
     }
 
     /// Signs in and returns the session token (from Set-Cookie).
@@ -188,8 +194,10 @@ impl Playground {
     }
 
     async fn post(&self, path: &str, token: Option<&str>, body: Value) -> Answer {
-        let mut request =
-            client().post(self.app.url(&format!("/admin/v1{path}"))).header("content-type", "application/json").body(body.to_string());
+        let mut request = client()
+            .post(self.app.url(&format!("/admin/v1{path}")))
+            .header("content-type", "application/json")
+            .body(body.to_string());
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
@@ -350,7 +358,8 @@ async fn cookie_writes_need_json_and_the_same_origin() {
     let body = json!({ "gateway_id": "gw_acme_main" }).to_string();
     let cookie = format!("{COOKIE}={token}");
     let attempt = |content_type: &'static str, origin: Option<String>| {
-        let mut request = client().post(&url).header("cookie", &cookie).header("content-type", content_type).body(body.clone());
+        let mut request =
+            client().post(&url).header("cookie", &cookie).header("content-type", content_type).body(body.clone());
         if let Some(origin) = origin {
             request = request.header("origin", origin);
         }
@@ -368,7 +377,11 @@ async fn cookie_writes_need_json_and_the_same_origin() {
     attempt("application/json", Some(p.origin())).await.assert(200, "");
     // Bearer calls are exempt from the Origin rule.
     p.post("/playground/token", Some(&token), json!({ "gateway_id": "gw_acme_main" })).await.assert(200, "");
-    assert_eq!(p.sql("SELECT count(*) FROM gateway_tokens")[0][0], SqlValue::Integer(2), "refused writes stored nothing");
+    assert_eq!(
+        p.sql("SELECT count(*) FROM gateway_tokens")[0][0],
+        SqlValue::Integer(2),
+        "refused writes stored nothing"
+    );
     // A cross-site login attempt is refused too.
     let login = client()
         .post(p.app.url("/admin/v1/auth/login"))
@@ -423,11 +436,17 @@ async fn impersonation_is_short_recorded_and_cannot_mint() {
     assert_eq!(r.json()["impersonator"], json!({ "id": "usr_demo_platform", "email": "platform@demo.test" }));
     let imp = r.session_token();
     assert_eq!(p.get("/auth/me", Some(&imp)).await.json()["user"]["email"], "member@acme.test");
-    p.post("/playground/token", Some(&imp), json!({ "gateway_id": "gw_acme_main" })).await.assert(403, "impersonation_forbidden");
+    p.post("/playground/token", Some(&imp), json!({ "gateway_id": "gw_acme_main" }))
+        .await
+        .assert(403, "impersonation_forbidden");
     let audit = p.sql("SELECT actor_id, action, target_id FROM audit");
     assert_eq!(audit.len(), 1);
-    assert_eq!(audit[0].iter().map(text).collect::<Vec<_>>(), ["usr_demo_platform", "impersonate", "usr_demo_acme_member"]);
-    let sessions = p.sql("SELECT impersonator_id, expires_at - created_at FROM admin_sessions WHERE impersonator_id IS NOT NULL");
+    assert_eq!(
+        audit[0].iter().map(text).collect::<Vec<_>>(),
+        ["usr_demo_platform", "impersonate", "usr_demo_acme_member"]
+    );
+    let sessions =
+        p.sql("SELECT impersonator_id, expires_at - created_at FROM admin_sessions WHERE impersonator_id IS NOT NULL");
     assert_eq!((text(&sessions[0][0]), int(&sessions[0][1])), ("usr_demo_platform".to_string(), 1800));
     p.post("/auth/impersonate", Some(&admin), json!({ "user_id": "usr_nobody" })).await.assert(404, "user_not_found");
     if host_only("moves the wall clock past the impersonation's 30 minutes") {
@@ -453,7 +472,8 @@ enum Who {
     Expired,
 }
 
-const ROUTES: [&str; 10] = ["me", "logout", "impersonate", "token", "search", "trace", "trace_alias", "gateways", "traces", "login"];
+const ROUTES: [&str; 10] =
+    ["me", "logout", "impersonate", "token", "search", "trace", "trace_alias", "gateways", "traces", "login"];
 
 /// Expected (status, error_code) of a route for a caller; "" = success.
 fn expected(who: Who, route: &str) -> (u16, &'static str) {
@@ -572,7 +592,10 @@ async fn tokens_live_1800_s_and_minting_deletes_only_expired_ones() {
     assert!(a.starts_with("myra_") && a.len() == 69, "{a}");
     assert!(a[5..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)), "{a}");
     assert_eq!((first["tenant_slug"].as_str(), first["gateway_slug"].as_str()), (Some("acme"), Some("main")));
-    let row = p.sql(&format!("SELECT created_at, expires_at, scopes, kind, gateway_id FROM gateway_tokens WHERE token_hash = '{}'", sha256_hex(&a)));
+    let row = p.sql(&format!(
+        "SELECT created_at, expires_at, scopes, kind, gateway_id FROM gateway_tokens WHERE token_hash = '{}'",
+        sha256_hex(&a)
+    ));
     assert_eq!(row.len(), 1, "stored by hash");
     assert_eq!(int(&row[0][1]) - int(&row[0][0]), 1800);
     assert_eq!(
@@ -625,8 +648,11 @@ async fn concurrent_mints_keep_all_valid_tokens() {
     minted.sort();
     minted.dedup();
     assert_eq!(minted.len(), 10, "ten distinct tokens");
-    let stored: Vec<String> =
-        p.sql("SELECT token_hash FROM gateway_tokens WHERE gateway_id = 'gw_acme_main'").iter().map(|r| text(&r[0])).collect();
+    let stored: Vec<String> = p
+        .sql("SELECT token_hash FROM gateway_tokens WHERE gateway_id = 'gw_acme_main'")
+        .iter()
+        .map(|r| text(&r[0]))
+        .collect();
     assert_eq!(stored.len(), 10);
     for t in &minted {
         assert!(stored.contains(&sha256_hex(t)));
@@ -651,7 +677,10 @@ async fn the_eu_gate_through_the_route_for_each_demo_gateway() {
     let r = search("gw_acme_main").await;
     r.assert(200, "");
     let v = r.json();
-    assert_eq!((v["query"].as_str(), v["provider"].as_str(), v["eu_region_routing"].as_bool()), (Some("fjord weather"), Some("brave"), Some(false)));
+    assert_eq!(
+        (v["query"].as_str(), v["provider"].as_str(), v["eu_region_routing"].as_bool()),
+        (Some("fjord weather"), Some("brave"), Some(false))
+    );
     assert_eq!(v["results"].as_array().unwrap().len(), 5, "at most five");
     assert_eq!(v["results"][0], json!({ "title": "Brave 0", "url": "https://brave.example/0", "snippet": "b0" }));
     let seen = p.brave.requests();
@@ -755,7 +784,10 @@ async fn traces_read_in_step_order_with_data_inline() {
     let traces = list.json()["traces"].as_array().unwrap().clone();
     assert_eq!(traces.len(), 3);
     for t in &traces {
-        assert!(t["id"].is_string() && t["started_at"].is_i64() && t["model"].is_string() && t["status"].is_string(), "{t}");
+        assert!(
+            t["id"].is_string() && t["started_at"].is_i64() && t["model"].is_string() && t["status"].is_string(),
+            "{t}"
+        );
     }
     let newest = traces[0]["id"].as_str().unwrap();
     let r = p.get(&format!("/playground/trace/{newest}"), Some(&token)).await;
@@ -772,9 +804,12 @@ async fn traces_read_in_step_order_with_data_inline() {
     assert_eq!(p.get(&format!("/traces/{newest}"), Some(&token)).await.body, r.body);
     // Every demo gateway has a few traces of 3-12 steps.
     let platform = p.login("platform@demo.test").await;
-    for gw in ["gw_acme_main", "gw_acme_nokey", "gw_acme_second", "gw_euco_eu-linkup", "gw_euco_eu-brave", "gw_frozen_main"] {
+    for gw in
+        ["gw_acme_main", "gw_acme_nokey", "gw_acme_second", "gw_euco_eu-linkup", "gw_euco_eu-brave", "gw_frozen_main"]
+    {
         let list = p.get(&format!("/playground/traces?gateway_id={gw}"), Some(&platform)).await.json();
-        let ids: Vec<String> = list["traces"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_string()).collect();
+        let ids: Vec<String> =
+            list["traces"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_string()).collect();
         assert!(ids.len() >= 2, "{gw}");
         for id in ids {
             let n = p.get(&format!("/traces/{id}"), Some(&platform)).await.json()["steps"].as_array().unwrap().len();
@@ -849,17 +884,33 @@ async fn injection_and_oversized_inputs_are_typed_4xx_or_literal_never_500() {
     }
     let sent = p.brave.requests();
     assert_eq!(sent.len(), INJECTIONS.len());
-    assert!(sent[1].path_and_query.ends_with("?q=x%27%3B%20DROP%20TABLE%20users%3B--&count=5"), "{}", sent[1].path_and_query);
+    assert!(
+        sent[1].path_and_query.ends_with("?q=x%27%3B%20DROP%20TABLE%20users%3B--&count=5"),
+        "{}",
+        sent[1].path_and_query
+    );
     assert!(sent[5].path_and_query.ends_with("?q=%2527%253B--&count=5"), "{}", sent[5].path_and_query);
     // Oversized and malformed input.
-    p.get(&format!("/playground/search?q={}&gateway_id=gw_acme_main", "a".repeat(401)), Some(&token)).await.assert(400, "invalid_query");
-    p.get(&format!("/playground/search?q={}&gateway_id=gw_acme_main", "a".repeat(20_000)), Some(&token)).await.assert(400, "invalid_query");
-    p.get(&format!("/playground/search?q={}&gateway_id=gw_acme_main", "é".repeat(400)), Some(&token)).await.assert(200, "");
+    p.get(&format!("/playground/search?q={}&gateway_id=gw_acme_main", "a".repeat(401)), Some(&token))
+        .await
+        .assert(400, "invalid_query");
+    p.get(&format!("/playground/search?q={}&gateway_id=gw_acme_main", "a".repeat(20_000)), Some(&token))
+        .await
+        .assert(400, "invalid_query");
+    p.get(&format!("/playground/search?q={}&gateway_id=gw_acme_main", "é".repeat(400)), Some(&token))
+        .await
+        .assert(200, "");
     p.get("/playground/search?q=%FF&gateway_id=gw_acme_main", Some(&token)).await.assert(400, "invalid_query");
     let big = json!({ "gateway_id": "gw_acme_main", "pad": "x".repeat(20_000) });
     p.post("/playground/token", Some(&token), big).await.assert(413, "body_too_large");
     let raw = |body: &'static str, content_type: &'static str| {
-        p.send(client().post(p.app.url("/admin/v1/playground/token")).bearer_auth(&token).header("content-type", content_type).body(body))
+        p.send(
+            client()
+                .post(p.app.url("/admin/v1/playground/token"))
+                .bearer_auth(&token)
+                .header("content-type", content_type)
+                .body(body),
+        )
     };
     raw("{nope", "application/json").await.assert(400, "invalid_json");
     raw("[\"gw_acme_main\"]", "application/json").await.assert(400, "invalid_json");
@@ -889,14 +940,28 @@ async fn no_token_password_or_key_where_it_should_not_be() {
     let mut bodies = Vec::new();
     let mut sessions = Vec::new();
     let mut minted = Vec::new();
-    for email in ["platform@demo.test", "admin@acme.test", "scoped-admin@acme.test", "member@acme.test", "viewer@acme.test", "admin@euco.test"] {
+    for email in [
+        "platform@demo.test",
+        "admin@acme.test",
+        "scoped-admin@acme.test",
+        "member@acme.test",
+        "viewer@acme.test",
+        "admin@euco.test",
+    ] {
         let login = p.login_raw(email, DEMO_PASSWORD).await;
         let token = login.session_token();
         bodies.push(login.body.clone());
         for path in ["/auth/me", "/gateways", "/traces/trc_acme_main_1"] {
             bodies.push(p.get(path, Some(&token)).await.body);
         }
-        for gw in ["gw_acme_main", "gw_acme_nokey", "gw_acme_second", "gw_euco_eu-linkup", "gw_euco_eu-brave", "gw_frozen_main"] {
+        for gw in [
+            "gw_acme_main",
+            "gw_acme_nokey",
+            "gw_acme_second",
+            "gw_euco_eu-linkup",
+            "gw_euco_eu-brave",
+            "gw_frozen_main",
+        ] {
             let r = p.post("/playground/token", Some(&token), json!({ "gateway_id": gw })).await;
             if let Some(t) = r.json()["token"].as_str() {
                 minted.push(t.to_string());
@@ -911,7 +976,8 @@ async fn no_token_password_or_key_where_it_should_not_be() {
     let log = p.app.log();
     assert!(!minted.is_empty());
     // Never in a response body: passwords, hashes, keys, session tokens.
-    let mut never: Vec<String> = vec![DEMO_PASSWORD.into(), ROOT_PASSWORD.into(), PLATFORM_LINKUP_KEY.into(), "$argon2".into()];
+    let mut never: Vec<String> =
+        vec![DEMO_PASSWORD.into(), ROOT_PASSWORD.into(), PLATFORM_LINKUP_KEY.into(), "$argon2".into()];
     never.extend(DEMO_KEYS.iter().map(|k| k.to_string()));
     never.extend(sessions.iter().chain(&minted).map(|t| sha256_hex(t)));
     never.extend(sessions.iter().cloned());
@@ -927,7 +993,12 @@ async fn no_token_password_or_key_where_it_should_not_be() {
     // At rest: no token in the clear, passwords only as argon2id.
     let hashes = p.sql("SELECT password_hash FROM users");
     assert!(hashes.iter().all(|r| text(&r[0]).starts_with("$argon2id$v=19$m=19456,t=2,p=1$")));
-    let stored: String = p.sql("SELECT token_hash FROM gateway_tokens").iter().chain(&p.sql("SELECT token_hash FROM admin_sessions")).map(|r| text(&r[0])).collect();
+    let stored: String = p
+        .sql("SELECT token_hash FROM gateway_tokens")
+        .iter()
+        .chain(&p.sql("SELECT token_hash FROM admin_sessions"))
+        .map(|r| text(&r[0]))
+        .collect();
     for t in sessions.iter().chain(&minted) {
         assert!(!stored.contains(t.as_str()));
     }

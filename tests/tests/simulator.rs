@@ -78,8 +78,9 @@ impl Sim {
 
     /// A new session (asserting the 201 shape); returns the 201 body.
     async fn session(&self, agent_id: &str, end_user_id: &str) -> Value {
-        let (status, created) =
-            self.post("/v1/sessions", &Auth::Consumer, &json!({"agent_id": agent_id, "end_user_id": end_user_id})).await;
+        let (status, created) = self
+            .post("/v1/sessions", &Auth::Consumer, &json!({"agent_id": agent_id, "end_user_id": end_user_id}))
+            .await;
         assert_eq!(status, 201, "{created}");
         assert_eq!(keys(&created), ["agent_id", "created_at", "session_id"]);
         assert_eq!(created["agent_id"], agent_id);
@@ -122,7 +123,8 @@ impl Sim {
 }
 
 fn keys(value: &Value) -> Vec<&str> {
-    let mut keys: Vec<&str> = value.as_object().unwrap_or_else(|| panic!("not an object: {value}")).keys().map(String::as_str).collect();
+    let mut keys: Vec<&str> =
+        value.as_object().unwrap_or_else(|| panic!("not an object: {value}")).keys().map(String::as_str).collect();
     keys.sort();
     keys
 }
@@ -210,7 +212,11 @@ impl Sse {
             match tokio::time::timeout(left, self.body.next()).await {
                 Err(_) => return None,
                 Ok(None) => {
-                    assert!(self.buf.iter().all(u8::is_ascii_whitespace), "stream ended inside a frame: {:?}", self.buf);
+                    assert!(
+                        self.buf.iter().all(u8::is_ascii_whitespace),
+                        "stream ended inside a frame: {:?}",
+                        self.buf
+                    );
                     self.ended = true;
                 }
                 Ok(Some(chunk)) => {
@@ -367,7 +373,8 @@ async fn sessions_are_created_and_bad_requests_refused() {
     let second = sim.session("eitri", "someone else").await;
     assert_ne!(first["session_id"], second["session_id"]);
 
-    let (status, body) = sim.post("/v1/sessions", &Auth::Consumer, &json!({"agent_id": "odin", "end_user_id": "u"})).await;
+    let (status, body) =
+        sim.post("/v1/sessions", &Auth::Consumer, &json!({"agent_id": "odin", "end_user_id": "u"})).await;
     assert_eq!((status, body), (404, json!({"error": "unknown_agent"})));
     // An untrusted agent id is not echoed back.
     let hostile = json!({"agent_id": "<script>alert(1)</script>", "end_user_id": "u"});
@@ -399,7 +406,8 @@ async fn sessions_are_created_and_bad_requests_refused() {
     // Turns: unknown sessions are 404 (well-formed or not), bad bodies 400.
     let sid = first["session_id"].as_str().unwrap();
     for unknown in ["s_000000000000000000000000", "s_nope", "..%2f..%2fetc"] {
-        let (status, body) = sim.post(&format!("/v1/sessions/{unknown}/turns"), &Auth::Consumer, &json!({"text": "hi"})).await;
+        let (status, body) =
+            sim.post(&format!("/v1/sessions/{unknown}/turns"), &Auth::Consumer, &json!({"text": "hi"})).await;
         assert_eq!((status, body), (404, json!({"error": "unknown_session"})), "{unknown}");
     }
     for bad in [json!({"txt": "hi"}), json!({"text": 5}), json!(["hi"])] {
@@ -511,9 +519,10 @@ async fn cancel_ends_a_running_turn_with_one_cancelled_event() {
 #[tokio::test(flavor = "multi_thread")]
 async fn tools_inventory_has_the_contract_shape() {
     let sim = sim().await;
-    for (agent, tool_names) in
-        [("sindra", &["web_search", "read_url", "calculator"][..]), ("eitri", &["recall_memory", "calendar_lookup"][..])]
-    {
+    for (agent, tool_names) in [
+        ("sindra", &["web_search", "read_url", "calculator"][..]),
+        ("eitri", &["recall_memory", "calendar_lookup"][..]),
+    ] {
         let session = sim.session(agent, "operator").await;
         let sid = session["session_id"].as_str().unwrap();
         let (status, inventory) = sim.get(&format!("/v1/sessions/{sid}/tools"), &Auth::Consumer).await;
@@ -803,7 +812,8 @@ async fn affect_snapshots_appear_after_a_completed_turn() {
 
         // A second turn: a newer snapshot, later emitted_at, one more piece of evidence.
         completed_turn(&sim, sid, "one more question please").await;
-        let second = poll_affect(&sim, "sindra", Duration::from_secs(10), |s| s["emitted_at"] != first["emitted_at"]).await;
+        let second =
+            poll_affect(&sim, "sindra", Duration::from_secs(10), |s| s["emitted_at"] != first["emitted_at"]).await;
         assert!(rfc3339_ms(second["emitted_at"].as_str().unwrap()) > emitted, "emitted_at advances");
         assert_pad(&second);
         second["relations"].as_array().unwrap().iter().for_each(assert_relation_edge);
@@ -847,7 +857,9 @@ async fn a_client_that_leaves_mid_turn_does_not_lock_the_session() {
             .unwrap();
         match response.status().as_u16() {
             200 => break,
-            409 => assert!(left.elapsed() < Duration::from_secs(8), "still 409 {:?} after the client left", left.elapsed()),
+            409 => {
+                assert!(left.elapsed() < Duration::from_secs(8), "still 409 {:?} after the client left", left.elapsed())
+            }
             other => panic!("unexpected {other}"),
         }
         tokio::time::sleep(Duration::from_millis(250)).await;

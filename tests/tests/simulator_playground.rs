@@ -118,7 +118,10 @@ async fn brave_returns_results_derived_from_the_query() {
 
     // count: default and cap 10; out of Brave's range is 422.
     assert_eq!(brave(&app, "q=x", Some(BRAVE_KEY)).await.json()["web"]["results"].as_array().unwrap().len(), 10);
-    assert_eq!(brave(&app, "q=x&count=20", Some(BRAVE_KEY)).await.json()["web"]["results"].as_array().unwrap().len(), 10);
+    assert_eq!(
+        brave(&app, "q=x&count=20", Some(BRAVE_KEY)).await.json()["web"]["results"].as_array().unwrap().len(),
+        10
+    );
     assert_eq!(brave(&app, "q=x&count=1", Some(BRAVE_KEY)).await.json()["web"]["results"].as_array().unwrap().len(), 1);
     for bad in ["q=x&count=0", "q=x&count=21", "q=x&count=five", "q=", "count=3", ""] {
         let a = brave(&app, bad, Some(BRAVE_KEY)).await;
@@ -126,7 +129,12 @@ async fn brave_returns_results_derived_from_the_query() {
         assert_eq!(a.json()["error"]["code"], "VALIDATION");
     }
     // Only GET.
-    let post = client().post(app.url("/brave/res/v1/web/search?q=x")).header("X-Subscription-Token", BRAVE_KEY).send().await.unwrap();
+    let post = client()
+        .post(app.url("/brave/res/v1/web/search?q=x"))
+        .header("X-Subscription-Token", BRAVE_KEY)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(post.status(), 405);
     assert_log_clean(&app, &[BRAVE_KEY]);
 }
@@ -203,7 +211,9 @@ async fn linkup_keys_and_failure_switches() {
     let missing = linkup(&app, &linkup_body("x"), None).await;
     assert_eq!(missing.status, 401);
     assert_eq!(missing.json()["statusCode"], 401);
-    let basic = answer(client().post(app.url("/linkup/v1/search")).header("authorization", "Basic abc").body(linkup_body("x"))).await;
+    let basic =
+        answer(client().post(app.url("/linkup/v1/search")).header("authorization", "Basic abc").body(linkup_body("x")))
+            .await;
     assert_eq!(basic.status, 401);
     assert_eq!(linkup(&app, &linkup_body("x"), Some("linkup-revoked-key")).await.status, 403);
     assert_eq!(linkup(&app, "nope", None).await.status, 401, "authentication before validation");
@@ -285,7 +295,8 @@ async fn inference_refuses_tokens_before_the_playground_has_a_database() {
     // The simulator alone: no Playground tables, so no token can be valid.
     let app = sim().await;
     let bearer = format!("Bearer {SOME_TOKEN}");
-    assert_refused(infer(&app, "acme", "main", Some(&bearer), &chat_body("hi", true)).await, 401, "invalid_token").await;
+    assert_refused(infer(&app, "acme", "main", Some(&bearer), &chat_body("hi", true)).await, 401, "invalid_token")
+        .await;
     for auth in [None, Some("Bearer"), Some("Bearer sk-not-a-gateway-token"), Some("Basic abc"), Some(SOME_TOKEN)] {
         assert_refused(infer(&app, "acme", "main", auth, &chat_body("hi", true)).await, 401, "invalid_token").await;
     }
@@ -324,12 +335,9 @@ async fn login(app: &TestApp, email: &str) -> String {
         .await
         .unwrap();
     let status = response.status().as_u16();
-    let cookie = response
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find_map(|c| c.split(';').next().and_then(|kv| kv.trim().strip_prefix("ratatoskr_admin_session=")).map(str::to_owned));
+    let cookie = response.headers().get_all("set-cookie").iter().filter_map(|v| v.to_str().ok()).find_map(|c| {
+        c.split(';').next().and_then(|kv| kv.trim().strip_prefix("ratatoskr_admin_session=")).map(str::to_owned)
+    });
     let text = response.text().await.unwrap();
     assert_eq!(status, 200, "login {email}: {text}");
     cookie.filter(|c| !c.is_empty()).unwrap_or_else(|| panic!("no session cookie for {email}"))
@@ -410,7 +418,9 @@ async fn stream(response: reqwest::Response) -> Streamed {
     let mut body = response.bytes_stream();
     let (mut buf, mut chunks, mut arrivals, mut done) = (Vec::<u8>::new(), Vec::new(), Vec::new(), false);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while let Some(piece) = tokio::time::timeout_at(deadline.into(), body.next()).await.expect("the stream ends within 20 s") {
+    while let Some(piece) =
+        tokio::time::timeout_at(deadline.into(), body.next()).await.expect("the stream ends within 20 s")
+    {
         let piece = piece.expect("the stream broke");
         assert!(!String::from_utf8_lossy(&piece).contains("myra_"));
         buf.extend_from_slice(&piece);
@@ -504,8 +514,13 @@ async fn a_minted_token_streams_a_reply_and_records_a_readable_trace() {
     // A second token for the same gateway works alongside the first (concurrent sessions).
     let second = w.mint(&w.session, "acme", "main").await;
     let (a, b) = tokio::join!(
-        async { stream(infer(&w.app, "acme", "main", Some(&format!("Bearer {token}")), &chat_body("one", true)).await).await },
-        async { stream(infer(&w.app, "acme", "main", Some(&format!("Bearer {second}")), &chat_body("two", true)).await).await },
+        async {
+            stream(infer(&w.app, "acme", "main", Some(&format!("Bearer {token}")), &chat_body("one", true)).await).await
+        },
+        async {
+            stream(infer(&w.app, "acme", "main", Some(&format!("Bearer {second}")), &chat_body("two", true)).await)
+                .await
+        },
     );
     assert!(a.done && b.done && a.trace_id != b.trace_id);
 
@@ -522,7 +537,12 @@ async fn a_minted_token_streams_a_reply_and_records_a_readable_trace() {
     assert_eq!(names, ["auth", "route", "model.request", "generate", "complete"]);
 
     // A valid token with a bad body: 400, nothing streamed.
-    assert_refused(infer(&w.app, "acme", "main", Some(&format!("Bearer {token}")), "{\"messages\":[]}").await, 400, "invalid_request").await;
+    assert_refused(
+        infer(&w.app, "acme", "main", Some(&format!("Bearer {token}")), "{\"messages\":[]}").await,
+        400,
+        "invalid_request",
+    )
+    .await;
     assert_log_clean(&w.app, &[&token, &second, DEMO_PASSWORD]);
 }
 
@@ -534,27 +554,72 @@ async fn unknown_other_gateway_and_expired_tokens_are_refused_before_any_byte() 
     let bearer = |t: &str| format!("Bearer {t}");
 
     // Unknown (well-formed) token.
-    assert_refused(infer(&w.app, "acme", "main", Some(&bearer(SOME_TOKEN)), &chat_body("hi", true)).await, 401, "invalid_token").await;
+    assert_refused(
+        infer(&w.app, "acme", "main", Some(&bearer(SOME_TOKEN)), &chat_body("hi", true)).await,
+        401,
+        "invalid_token",
+    )
+    .await;
     // A token of another gateway: same tenant, and another tenant's gateway.
-    assert_refused(infer(&w.app, "acme", "main", Some(&bearer(&second)), &chat_body("hi", true)).await, 401, "invalid_token").await;
-    assert_refused(infer(&w.app, "acme", "second", Some(&bearer(&main)), &chat_body("hi", true)).await, 401, "invalid_token").await;
-    assert_refused(infer(&w.app, "euco", "main", Some(&bearer(&main)), &chat_body("hi", true)).await, 401, "invalid_token").await;
-    assert_refused(infer(&w.app, "euco", "eu-linkup", Some(&bearer(&main)), &chat_body("hi", true)).await, 401, "invalid_token").await;
+    assert_refused(
+        infer(&w.app, "acme", "main", Some(&bearer(&second)), &chat_body("hi", true)).await,
+        401,
+        "invalid_token",
+    )
+    .await;
+    assert_refused(
+        infer(&w.app, "acme", "second", Some(&bearer(&main)), &chat_body("hi", true)).await,
+        401,
+        "invalid_token",
+    )
+    .await;
+    assert_refused(
+        infer(&w.app, "euco", "main", Some(&bearer(&main)), &chat_body("hi", true)).await,
+        401,
+        "invalid_token",
+    )
+    .await;
+    assert_refused(
+        infer(&w.app, "euco", "eu-linkup", Some(&bearer(&main)), &chat_body("hi", true)).await,
+        401,
+        "invalid_token",
+    )
+    .await;
     // Not a gateway token at all, or no bearer.
-    assert_refused(infer(&w.app, "acme", "main", Some(&format!("Bearer {}", w.session)), &chat_body("hi", true)).await, 401, "invalid_token").await;
+    assert_refused(
+        infer(&w.app, "acme", "main", Some(&format!("Bearer {}", w.session)), &chat_body("hi", true)).await,
+        401,
+        "invalid_token",
+    )
+    .await;
     assert_refused(infer(&w.app, "acme", "main", None, &chat_body("hi", true)).await, 401, "invalid_token").await;
     // Both tokens still work on their own gateways.
     assert!(stream(infer(&w.app, "acme", "second", Some(&bearer(&second)), &chat_body("hi", true)).await).await.done);
 
     // 1801 s later the token has lapsed: token_expired, before any byte.
     w.expire_tokens();
-    assert_refused(infer(&w.app, "acme", "main", Some(&bearer(&main)), &chat_body("hi", true)).await, 401, "token_expired").await;
+    assert_refused(
+        infer(&w.app, "acme", "main", Some(&bearer(&main)), &chat_body("hi", true)).await,
+        401,
+        "token_expired",
+    )
+    .await;
     // Expiry is only reported for the token's own gateway.
-    assert_refused(infer(&w.app, "acme", "second", Some(&bearer(&main)), &chat_body("hi", true)).await, 401, "invalid_token").await;
+    assert_refused(
+        infer(&w.app, "acme", "second", Some(&bearer(&main)), &chat_body("hi", true)).await,
+        401,
+        "invalid_token",
+    )
+    .await;
     // A fresh mint (which deletes the expired ones) works again; the old token is now unknown.
     let fresh = w.mint(&w.session, "acme", "main").await;
     assert!(stream(infer(&w.app, "acme", "main", Some(&bearer(&fresh)), &chat_body("hi", true)).await).await.done);
-    assert_refused(infer(&w.app, "acme", "main", Some(&bearer(&main)), &chat_body("hi", true)).await, 401, "invalid_token").await;
+    assert_refused(
+        infer(&w.app, "acme", "main", Some(&bearer(&main)), &chat_body("hi", true)).await,
+        401,
+        "invalid_token",
+    )
+    .await;
     assert_log_clean(&w.app, &[&main, &second, &fresh]);
 }
 
@@ -564,7 +629,9 @@ async fn inference_is_not_gated_by_playground_enabled() {
     let w = world().await;
     let platform = login(&w.app, "platform@demo.test").await;
     let token = w.mint(&platform, "frozen", "main").await;
-    let s = stream(infer(&w.app, "frozen", "main", Some(&format!("Bearer {token}")), &chat_body("still on?", true)).await).await;
+    let s =
+        stream(infer(&w.app, "frozen", "main", Some(&format!("Bearer {token}")), &chat_body("still on?", true)).await)
+            .await;
     check_chunks(&s, "sim-chat-1");
     let (status, trace) = w.admin_get(&format!("/admin/v1/traces/{}", s.trace_id), &platform).await;
     assert_eq!(status, 200, "{trace}");
@@ -580,8 +647,9 @@ async fn the_playground_search_probe_reads_both_fake_providers() {
     let w = world().await;
     for (slug, provider) in [("main", "brave"), ("second", "linkup")] {
         let gateway_id = w.gateway_id(&w.session, "acme", slug).await;
-        let (status, body) =
-            w.admin_get(&format!("/admin/v1/playground/search?q=tokio+runtime&gateway_id={gateway_id}"), &w.session).await;
+        let (status, body) = w
+            .admin_get(&format!("/admin/v1/playground/search?q=tokio+runtime&gateway_id={gateway_id}"), &w.session)
+            .await;
         assert_eq!(status, 200, "{provider}: {body}");
         assert_eq!(body["query"], "tokio runtime");
         let results = body["results"].as_array().unwrap();
@@ -599,7 +667,13 @@ async fn the_playground_search_probe_reads_both_fake_providers() {
 
 /// `POST /admin/v1/gw/{tenant}/{gateway}/v1/chat/completions`: the Playground's same-origin
 /// pass-through to the inference endpoint (issue 6).
-async fn infer_via_playground(app: &TestApp, tenant: &str, gateway: &str, auth: Option<&str>, body: &str) -> reqwest::Response {
+async fn infer_via_playground(
+    app: &TestApp,
+    tenant: &str,
+    gateway: &str,
+    auth: Option<&str>,
+    body: &str,
+) -> reqwest::Response {
     let mut request = client()
         .post(app.url(&format!("/admin/v1/gw/{tenant}/{gateway}/v1/chat/completions")))
         .header("content-type", "application/json")
@@ -616,7 +690,8 @@ async fn the_playground_pass_through_streams_inference_and_passes_refusals_throu
     let token = w.mint(&w.session, "acme", "main").await;
     let bearer = format!("Bearer {token}");
     // Streams chunk by chunk, with the trace id; no admin session needed.
-    let response = infer_via_playground(&w.app, "acme", "main", Some(&bearer), &chat_body("through the pass-through", true)).await;
+    let response =
+        infer_via_playground(&w.app, "acme", "main", Some(&bearer), &chat_body("through the pass-through", true)).await;
     assert_eq!(response.headers()["cache-control"], "no-store");
     let s = stream(response).await;
     check_chunks(&s, "sim-chat-1");
@@ -625,10 +700,25 @@ async fn the_playground_pass_through_streams_inference_and_passes_refusals_throu
     assert_eq!(status, 200, "{trace}");
 
     // The upstream's refusals reach the browser unchanged, before any byte.
-    assert_refused(infer_via_playground(&w.app, "acme", "main", None, &chat_body("hi", true)).await, 401, "invalid_token").await;
-    assert_refused(infer_via_playground(&w.app, "acme", "second", Some(&bearer), &chat_body("hi", true)).await, 401, "invalid_token").await;
+    assert_refused(
+        infer_via_playground(&w.app, "acme", "main", None, &chat_body("hi", true)).await,
+        401,
+        "invalid_token",
+    )
+    .await;
+    assert_refused(
+        infer_via_playground(&w.app, "acme", "second", Some(&bearer), &chat_body("hi", true)).await,
+        401,
+        "invalid_token",
+    )
+    .await;
     w.expire_tokens();
-    assert_refused(infer_via_playground(&w.app, "acme", "main", Some(&bearer), &chat_body("hi", true)).await, 401, "token_expired").await;
+    assert_refused(
+        infer_via_playground(&w.app, "acme", "main", Some(&bearer), &chat_body("hi", true)).await,
+        401,
+        "token_expired",
+    )
+    .await;
 
     // Its own validation: slugs, shape, method.
     for (path, status, code) in [

@@ -13,11 +13,11 @@ const NOT_FOUND_BODY: &str = r#"{"error_code":"not_found"}"#;
 
 /// Text that only files outside static/ contain: none may ever reach a response.
 const OUTSIDE_CANARIES: &[&str] = &[
-    "[workspace]",          // Cargo.toml
-    "[package]",            // any crate's Cargo.toml
+    "[workspace]",           // Cargo.toml
+    "[package]",             // any crate's Cargo.toml
     "spin_manifest_version", // spin.toml
-    "root:",                // /etc/passwd
-    "\"variants\"",         // a precompress sidecar
+    "root:",                 // /etc/passwd
+    "\"variants\"",          // a precompress sidecar
     "[[trigger.http]]",
 ];
 
@@ -57,12 +57,7 @@ fn inline_script_sources(html: &[u8]) -> Vec<String> {
 }
 
 fn header<'a>(response: &'a reqwest::Response, name: &str) -> &'a str {
-    response
-        .headers()
-        .get(name)
-        .unwrap_or_else(|| panic!("no {name} header"))
-        .to_str()
-        .unwrap()
+    response.headers().get(name).unwrap_or_else(|| panic!("no {name} header")).to_str().unwrap()
 }
 
 /// `script-src` of a CSP, asserting it allows inline code by hash only.
@@ -125,9 +120,10 @@ async fn raw_get(app: &TestApp, target: &str) -> RawResponse {
         .await
         .unwrap_or_else(|_| panic!("{target}: no complete response in 10 s"))
         .unwrap();
-    let split = bytes.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or_else(|| {
-        panic!("{target}: no response head in {:?}", String::from_utf8_lossy(&bytes))
-    });
+    let split = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("{target}: no response head in {:?}", String::from_utf8_lossy(&bytes)));
     let head = String::from_utf8(bytes[..split].to_vec()).unwrap();
     let mut lines = head.split("\r\n");
     let status_line = lines.next().unwrap();
@@ -206,11 +202,8 @@ const EXTRA_ATTACKS: &[&str] = &[
 ];
 
 /// Request targets sent in absolute-form: the path inside is just as untrusted.
-const ABSOLUTE_FORM_ATTACKS: &[&str] = &[
-    "http://t/../spin.toml",
-    "http://t/%2e%2e/Cargo.toml",
-    "http://t/..%2fspin.toml",
-];
+const ABSOLUTE_FORM_ATTACKS: &[&str] =
+    &["http://t/../spin.toml", "http://t/%2e%2e/Cargo.toml", "http://t/..%2fspin.toml"];
 
 fn assert_refused(target: &str, response: &RawResponse) {
     let body = String::from_utf8_lossy(&response.body);
@@ -610,7 +603,10 @@ async fn the_start_up_copy_is_served_compressed_and_edits_wait_for_a_restart() {
     assert_eq!(br.status(), 200);
     assert_eq!(header(&br, "content-encoding"), "br", "the copied sidecar is still fresh");
     let br_etag = header(&br, "etag").to_owned();
-    assert_eq!(br_etag, static_core::variant_etag(&static_core::content_etag(&original), static_core::Encoding::Brotli));
+    assert_eq!(
+        br_etag,
+        static_core::variant_etag(&static_core::content_etag(&original), static_core::Encoding::Brotli)
+    );
     assert_eq!(brotli_decode(&br.bytes().await.unwrap()), original);
 
     let mut edited = original.clone();

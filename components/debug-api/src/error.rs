@@ -72,15 +72,19 @@ pub enum TransportFailure {
 impl From<TransportFailure> for ApiError {
     fn from(failure: TransportFailure) -> Self {
         match failure {
-            TransportFailure::Unreachable => ApiError::new(502, "upstream_unreachable", "the upstream could not be reached"),
+            TransportFailure::Unreachable => {
+                ApiError::new(502, "upstream_unreachable", "the upstream could not be reached")
+            }
             TransportFailure::Timeout => ApiError::new(504, "upstream_timeout", "the upstream did not answer in time"),
-            TransportFailure::NotAllowed => ApiError::new(
-                502,
-                "upstream_not_allowed",
-                "the upstream's origin is not in allowed_outbound_hosts",
-            ),
-            TransportFailure::TooLarge => ApiError::new(502, "upstream_body_too_large", "the upstream's answer was too large"),
-            TransportFailure::Malformed => ApiError::new(502, "upstream_malformed", "the upstream's answer was not valid JSON"),
+            TransportFailure::NotAllowed => {
+                ApiError::new(502, "upstream_not_allowed", "the upstream's origin is not in allowed_outbound_hosts")
+            }
+            TransportFailure::TooLarge => {
+                ApiError::new(502, "upstream_body_too_large", "the upstream's answer was too large")
+            }
+            TransportFailure::Malformed => {
+                ApiError::new(502, "upstream_malformed", "the upstream's answer was not valid JSON")
+            }
         }
     }
 }

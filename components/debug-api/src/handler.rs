@@ -35,7 +35,8 @@ const READ_CHUNK: u64 = 64 * 1024;
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let method = req.method().to_string();
     // The last value is Spin's: a client's own copy may precede it.
-    let path_info = req.headers().get("spin-path-info").pop().and_then(|v| String::from_utf8(v).ok()).unwrap_or_default();
+    let path_info =
+        req.headers().get("spin-path-info").pop().and_then(|v| String::from_utf8(v).ok()).unwrap_or_default();
     let path_with_query = req.path_with_query().unwrap_or_default();
     let query = path_with_query.split_once('?').map(|(_, q)| q).unwrap_or("");
     let route = match routes::route(&method, &path_info, query) {
@@ -90,7 +91,12 @@ impl Ctx {
 /// Runs a route. An error comes back with the still-unanswered outparam so
 /// the caller sends the envelope; once a stream has started, errors are
 /// frames inside it instead.
-fn dispatch(ctx: &Ctx, route: Route, req: &IncomingRequest, out: ResponseOutparam) -> Result<(), (ApiError, ResponseOutparam)> {
+fn dispatch(
+    ctx: &Ctx,
+    route: Route,
+    req: &IncomingRequest,
+    out: ResponseOutparam,
+) -> Result<(), (ApiError, ResponseOutparam)> {
     macro_rules! try_out {
         ($e:expr, $out:expr) => {
             match $e {
@@ -117,10 +123,8 @@ fn dispatch(ctx: &Ctx, route: Route, req: &IncomingRequest, out: ResponseOutpara
             let agent_id = try_out!(routes::agent_id(agent_id), out);
             let end_user_id = try_out!(var("end_user_id"), out);
             let payload = json!({ "agent_id": agent_id, "end_user_id": end_user_id }).to_string();
-            let response = try_out!(
-                call(ctx, Call::post(&ctx.upstream.path("/v1/sessions"), Bearer::Consumer, payload)),
-                out
-            );
+            let response =
+                try_out!(call(ctx, Call::post(&ctx.upstream.path("/v1/sessions"), Bearer::Consumer, payload)), out);
             let (status, body) = try_out!(json_answer(ctx, response, "session_create_failed"), out);
             send_json(out, status, &body);
         }
@@ -331,8 +335,7 @@ fn call(ctx: &Ctx, spec: Call<'_>) -> Result<Upstream, ApiError> {
         // that a stall is reported as the timeout it is.
         let _ = options.set_between_bytes_timeout(Some(ns.saturating_mul(2)));
     }
-    let future = outgoing_handler::handle(request, Some(options))
-        .map_err(|code| ApiError::from(classify(&code)))?;
+    let future = outgoing_handler::handle(request, Some(options)).map_err(|code| ApiError::from(classify(&code)))?;
     if let Some(body) = spec.body {
         let stream = outgoing_body.write().map_err(|_| internal())?;
         if !write_all(&stream, body.as_bytes()) {
@@ -396,7 +399,8 @@ fn read_to_end(stream: &InputStream, limit: usize, between_bytes: Option<Duratio
             Err(IoError::Closed) => return Ok(bytes),
             // A host's own between-bytes timeout is a timeout too; anything else is unreachable.
             Err(IoError::LastOperationFailed(e)) => {
-                let failure = wasi_http::http_error_code(&e).map_or(TransportFailure::Unreachable, |code| classify(&code));
+                let failure =
+                    wasi_http::http_error_code(&e).map_or(TransportFailure::Unreachable, |code| classify(&code));
                 return Err(failure.into());
             }
         }
@@ -504,7 +508,13 @@ fn relay_turn(ctx: &Ctx, upstream: Upstream, out: ResponseOutparam) {
     finish_sse(body, downstream);
 }
 
-fn admin_events(ctx: &Ctx, admin_key: &str, session_id: Option<String>, last_event_id: Option<String>, out: ResponseOutparam) {
+fn admin_events(
+    ctx: &Ctx,
+    admin_key: &str,
+    session_id: Option<String>,
+    last_event_id: Option<String>,
+    out: ResponseOutparam,
+) {
     let mut filter = AdminEventFilter::new(session_id);
     let path = ctx.upstream.path("/v1/admin/events");
     let mut spec = Call::get(&path, Bearer::Admin(admin_key));
@@ -601,13 +611,8 @@ fn send_json(out: ResponseOutparam, status: u16, body: &str) {
 }
 
 fn header(req: &IncomingRequest, name: &str) -> Option<String> {
-    req.headers()
-        .get(&name.to_string())
-        .into_iter()
-        .next()
-        .and_then(|v| String::from_utf8(v).ok())
+    req.headers().get(&name.to_string()).into_iter().next().and_then(|v| String::from_utf8(v).ok())
 }
-
 
 /// Reads and parses a browser JSON body: JSON content type only (a
 /// cross-site form cannot send one without a preflight), bounded size.

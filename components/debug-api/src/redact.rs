@@ -15,11 +15,8 @@ pub struct Redactor {
 
 impl Redactor {
     pub fn new<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Self {
-        let mut secrets: Vec<String> = secrets
-            .into_iter()
-            .filter(|s| s.len() >= MIN_SECRET_LEN)
-            .map(str::to_string)
-            .collect();
+        let mut secrets: Vec<String> =
+            secrets.into_iter().filter(|s| s.len() >= MIN_SECRET_LEN).map(str::to_string).collect();
         // Longest first, so a key that contains another is redacted whole.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         Self { secrets }

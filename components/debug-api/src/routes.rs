@@ -31,9 +31,7 @@ pub fn route(method: &str, path: &str, query: &str) -> Result<Route, ApiError> {
         ["sessions", id, "turns"] => ("POST", session_id(id).map(|session_id| Route::Turn { session_id })),
         ["sessions", id, "turns", turn, "cancel"] => (
             "POST",
-            session_id(id).and_then(|session_id| {
-                turn_id(turn).map(|turn_id| Route::Cancel { session_id, turn_id })
-            }),
+            session_id(id).and_then(|session_id| turn_id(turn).map(|turn_id| Route::Cancel { session_id, turn_id })),
         ),
         ["sessions", id, "tools"] => ("GET", session_id(id).map(|session_id| Route::Tools { session_id })),
         ["sessions", id, "bifrost"] => ("GET", session_id(id).map(|session_id| Route::Bifrost { session_id })),
@@ -151,8 +149,19 @@ mod tests {
     #[test]
     fn ids_that_could_inject_into_upstream_urls_are_refused() {
         let attacks = [
-            "..", "s_1/..", "s_1%2F..", "s_1?admin=1", "s_1#x", "s 1", "s_1%00", "", "s_1\n", "ä",
-            "s_1;rm", "%2e%2e", "s_1\\..",
+            "..",
+            "s_1/..",
+            "s_1%2F..",
+            "s_1?admin=1",
+            "s_1#x",
+            "s 1",
+            "s_1%00",
+            "",
+            "s_1\n",
+            "ä",
+            "s_1;rm",
+            "%2e%2e",
+            "s_1\\..",
         ];
         for id in attacks {
             let path = format!("/sessions/{id}/tools");

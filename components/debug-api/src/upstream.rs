@@ -44,7 +44,10 @@ mod tests {
     #[test]
     fn parses_bases_and_joins_paths() {
         let u = UpstreamUrl::parse("http://simulator.spin.internal").unwrap();
-        assert_eq!((u.https, u.authority.as_str(), u.path("/v1/agents")), (false, "simulator.spin.internal", "/v1/agents".into()));
+        assert_eq!(
+            (u.https, u.authority.as_str(), u.path("/v1/agents")),
+            (false, "simulator.spin.internal", "/v1/agents".into())
+        );
         let u = UpstreamUrl::parse("https://gw.example:8081/ratatoskr/").unwrap();
         assert!(u.https);
         assert_eq!(u.path("/v1/agents"), "/ratatoskr/v1/agents");

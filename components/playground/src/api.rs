@@ -40,7 +40,10 @@ impl Config {
         Ok(Config {
             bootstrap_admin_email: text("bootstrap_admin_email").trim().to_ascii_lowercase(),
             bootstrap_admin_password: text("bootstrap_admin_password"),
-            seed_demo_data: matches!(text("seed_demo_data").trim().to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on"),
+            seed_demo_data: matches!(
+                text("seed_demo_data").trim().to_ascii_lowercase().as_str(),
+                "true" | "1" | "yes" | "on"
+            ),
             demo_password: text("demo_password"),
             brave_base_url: base("brave_base_url", "http://simulator.spin.internal/brave")?,
             linkup_base_url: base("linkup_base_url", "http://simulator.spin.internal/linkup")?,

@@ -69,7 +69,10 @@ fn ok_body(status: u16, body: Value) -> Result<OutboundResponse, TransportFailur
 
 fn default_script(r: &OutboundRequest) -> Result<OutboundResponse, TransportFailure> {
     if r.authority.starts_with("brave") {
-        ok_body(200, json!({ "web": { "results": [{ "title": "B", "url": "https://b.test/1", "description": "brave result" }] } }))
+        ok_body(
+            200,
+            json!({ "web": { "results": [{ "title": "B", "url": "https://b.test/1", "description": "brave result" }] } }),
+        )
     } else {
         ok_body(200, json!({ "results": [{ "name": "L", "url": "https://l.test/1", "content": "linkup result" }] }))
     }
@@ -118,7 +121,13 @@ impl World {
     }
 
     fn ctx(&self) -> Ctx<'_> {
-        Ctx { db: &self.db, config: &self.config, now_ms: self.now_ms.get(), random: &self.random, egress: &self.egress }
+        Ctx {
+            db: &self.db,
+            config: &self.config,
+            now_ms: self.now_ms.get(),
+            random: &self.random,
+            egress: &self.egress,
+        }
     }
 
     fn script(&self, f: impl Fn(&OutboundRequest) -> Result<OutboundResponse, TransportFailure> + 'static) {
@@ -152,7 +161,12 @@ impl World {
 
     fn post(&self, target: &str, token: &str, body: Value) -> Response {
         let auth = format!("Bearer {token}");
-        self.request("POST", target, &[("authorization", &auth), ("content-type", "application/json")], Some(&body.to_string()))
+        self.request(
+            "POST",
+            target,
+            &[("authorization", &auth), ("content-type", "application/json")],
+            Some(&body.to_string()),
+        )
     }
 
     /// A cookie POST that passes the CSRF rules.
@@ -223,7 +237,10 @@ fn login_sets_a_strict_http_only_cookie_and_returns_the_profile() {
     assert_eq!(v["user"]["email"], "admin@acme.test");
     assert_eq!(v["user"]["id"], "usr_demo_acme_admin");
     assert_eq!(v["user"]["platform_admin"], false);
-    assert_eq!(v["user"]["memberships"], json!([{ "tenant_id": "ten_acme", "tenant_slug": "acme", "role": "admin", "gateway_scope": "all" }]));
+    assert_eq!(
+        v["user"]["memberships"],
+        json!([{ "tenant_id": "ten_acme", "tenant_slug": "acme", "role": "admin", "gateway_scope": "all" }])
+    );
     assert!(v.get("impersonator").is_none());
     // Bearer and cookie both authenticate /auth/me.
     let me = w.get("/auth/me", &token);
@@ -340,7 +357,8 @@ fn logout_revokes_server_side_and_expiry_is_session_expired() {
     assert_eq!(out.status, 200, "{}", out.body);
     assert!(header(&out, "set-cookie").unwrap().contains("Max-Age=0"));
     assert_error(&w.get("/auth/me", &token), 401, "session_expired");
-    let revoked = w.db.one("SELECT revoked FROM admin_sessions WHERE token_hash = ?", &[sha256_hex(&token).into()]).unwrap();
+    let revoked =
+        w.db.one("SELECT revoked FROM admin_sessions WHERE token_hash = ?", &[sha256_hex(&token).into()]).unwrap();
     assert_eq!(revoked.unwrap().int(0).unwrap(), 1);
     // An expired cookie is cleared.
     let cookie = format!("{SESSION_COOKIE}={token}");
@@ -402,8 +420,16 @@ fn impersonation_is_platform_admin_only_short_recorded_and_cannot_mint() {
     );
     // The impersonated session reads as the member but never mints.
     assert_eq!(w.get("/gateways", &imp).status, 200);
-    assert_error(&w.post("/playground/token", &imp, json!({ "gateway_id": "gw_acme_main" })), 403, "impersonation_forbidden");
-    assert_error(&w.post("/auth/impersonate", &imp, json!({ "user_id": "usr_demo_acme_viewer" })), 403, "impersonation_forbidden");
+    assert_error(
+        &w.post("/playground/token", &imp, json!({ "gateway_id": "gw_acme_main" })),
+        403,
+        "impersonation_forbidden",
+    );
+    assert_error(
+        &w.post("/auth/impersonate", &imp, json!({ "user_id": "usr_demo_acme_viewer" })),
+        403,
+        "impersonation_forbidden",
+    );
     // Short-lived: gone after 30 minutes while the admin's own session lives on.
     w.advance_s(auth::IMPERSONATION_TTL_S);
     assert_error(&w.get("/auth/me", &imp), 401, "session_expired");
@@ -412,10 +438,15 @@ fn impersonation_is_platform_admin_only_short_recorded_and_cannot_mint() {
     assert_error(&w.post("/auth/impersonate", &admin, json!({ "user_id": "usr_nobody" })), 404, "user_not_found");
     assert_error(&w.post("/auth/impersonate", &admin, json!({ "user_id": "x' OR 1=1--" })), 400, "invalid_user_id");
     assert_error(&w.post("/auth/impersonate", &admin, json!({})), 400, "invalid_user_id");
-    let root_id = w.db.one("SELECT id FROM users WHERE email = ?", &[ROOT_EMAIL.into()]).unwrap().unwrap().text(0).unwrap();
+    let root_id =
+        w.db.one("SELECT id FROM users WHERE email = ?", &[ROOT_EMAIL.into()]).unwrap().unwrap().text(0).unwrap();
     assert_error(&w.post("/auth/impersonate", &admin, json!({ "user_id": root_id })), 403, "impersonation_forbidden");
     let tenant_admin = w.login("admin@acme.test");
-    assert_error(&w.post("/auth/impersonate", &tenant_admin, json!({ "user_id": "usr_demo_acme_member" })), 403, "insufficient_role");
+    assert_error(
+        &w.post("/auth/impersonate", &tenant_admin, json!({ "user_id": "usr_demo_acme_member" })),
+        403,
+        "insufficient_role",
+    );
 }
 
 // ---- the mint ----------------------------------------------------------------------------------
@@ -433,9 +464,11 @@ fn mint_returns_a_myra_token_bound_to_the_gateway() {
     assert_eq!(v["gateway_slug"], "main");
     let expected = crate::util::iso8601(T0_MS / 1000 + 1800);
     assert_eq!(v["expires_at"], expected);
-    let row = w
-        .db
-        .one("SELECT gateway_id, scopes, kind, expires_at FROM gateway_tokens WHERE token_hash = ?", &[sha256_hex(minted).into()])
+    let row =
+        w.db.one(
+            "SELECT gateway_id, scopes, kind, expires_at FROM gateway_tokens WHERE token_hash = ?",
+            &[sha256_hex(minted).into()],
+        )
         .unwrap()
         .unwrap();
     assert_eq!(row.text(0).unwrap(), "gw_acme_main");
@@ -459,7 +492,12 @@ fn mint_is_not_gated_by_playground_enabled_but_search_is() {
 fn mint_cleans_up_expired_tokens_and_keeps_valid_ones() {
     let w = World::new();
     let token = w.login("admin@acme.test");
-    let mint = || json_of(&w.post("/playground/token", &token, json!({ "gateway_id": "gw_acme_main" })))["token"].as_str().unwrap().to_string();
+    let mint = || {
+        json_of(&w.post("/playground/token", &token, json!({ "gateway_id": "gw_acme_main" })))["token"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     let count = || w.db.query("SELECT 1 FROM gateway_tokens WHERE gateway_id = 'gw_acme_main'", &[]).unwrap().len();
     let a = mint();
     w.advance_s(600);
@@ -467,7 +505,8 @@ fn mint_cleans_up_expired_tokens_and_keeps_valid_ones() {
     assert_eq!(count(), 2, "both valid: concurrent sessions keep theirs");
     w.advance_s(1200); // a expires exactly now (T0 + 1800)
     let c = mint();
-    let hashes: Vec<String> = w.db.query("SELECT token_hash FROM gateway_tokens", &[]).unwrap().iter().map(|r| r.text(0).unwrap()).collect();
+    let hashes: Vec<String> =
+        w.db.query("SELECT token_hash FROM gateway_tokens", &[]).unwrap().iter().map(|r| r.text(0).unwrap()).collect();
     assert!(!hashes.contains(&sha256_hex(&a)));
     assert!(hashes.contains(&sha256_hex(&b)) && hashes.contains(&sha256_hex(&c)));
     assert_ne!(b, c);
@@ -477,12 +516,22 @@ fn mint_cleans_up_expired_tokens_and_keeps_valid_ones() {
 fn mint_validates_its_input() {
     let w = World::new();
     let token = w.login("admin@acme.test");
-    for body in [json!({}), json!({ "gateway_id": 5 }), json!({ "gateway_id": "" }), json!({ "gateway_id": "gw'; DROP TABLE gateways;--" })] {
+    for body in [
+        json!({}),
+        json!({ "gateway_id": 5 }),
+        json!({ "gateway_id": "" }),
+        json!({ "gateway_id": "gw'; DROP TABLE gateways;--" }),
+    ] {
         assert_error(&w.post("/playground/token", &token, body), 400, "invalid_gateway_id");
     }
     assert_error(&w.post("/playground/token", &token, json!({ "gateway_id": "gw_nope" })), 404, "gateway_not_found");
     let auth = format!("Bearer {token}");
-    let r = w.request("POST", "/playground/token", &[("authorization", &auth), ("content-type", "application/json")], Some("{not json"));
+    let r = w.request(
+        "POST",
+        "/playground/token",
+        &[("authorization", &auth), ("content-type", "application/json")],
+        Some("{not json"),
+    );
     assert_error(&r, 400, "invalid_json");
     let req = Request {
         method: "POST".into(),
@@ -518,7 +567,10 @@ fn search_through_every_demo_gateway() {
     let r = search("gw_acme_second");
     assert_eq!(json_of(&r)["provider"], "linkup");
     let sent = w.egress.sent.borrow().last().cloned().unwrap();
-    assert_eq!((sent.method, sent.authority.as_str(), sent.path_and_query.as_str()), ("POST", "linkup.test", "/v1/search"));
+    assert_eq!(
+        (sent.method, sent.authority.as_str(), sent.path_and_query.as_str()),
+        ("POST", "linkup.test", "/v1/search")
+    );
     assert!(sent.headers.contains(&("authorization".into(), "Bearer demo-linkup-key-acme-second".into())));
     assert_eq!(
         serde_json::from_str::<Value>(sent.body.as_deref().unwrap()).unwrap(),
@@ -593,13 +645,24 @@ fn search_validates_q_and_gateway_id_and_keeps_injection_literal() {
     ] {
         assert_error(&w.get(target, &token), 400, "invalid_query");
     }
-    for target in ["/playground/search?q=x", "/playground/search?q=x&gateway_id=%27%20OR%201%3D1", "/playground/search?q=x&gateway_id=a&gateway_id=b"] {
+    for target in [
+        "/playground/search?q=x",
+        "/playground/search?q=x&gateway_id=%27%20OR%201%3D1",
+        "/playground/search?q=x&gateway_id=a&gateway_id=b",
+    ] {
         assert_error(&w.get(target, &token), 400, "invalid_gateway_id");
     }
     let r = w.get("/playground/search?q=%27%3B%20DROP%20TABLE%20users%3B--&gateway_id=gw_acme_main", &token);
     assert_eq!(r.status, 200);
     assert_eq!(json_of(&r)["query"], "'; DROP TABLE users;--");
-    assert!(w.egress.sent.borrow().last().unwrap().path_and_query.contains("q=%27%3B%20DROP%20TABLE%20users%3B--&count=5"));
+    assert!(w
+        .egress
+        .sent
+        .borrow()
+        .last()
+        .unwrap()
+        .path_and_query
+        .contains("q=%27%3B%20DROP%20TABLE%20users%3B--&count=5"));
     assert_eq!(w.db.query("SELECT 1 FROM users", &[]).unwrap().len(), 7);
 }
 
@@ -633,7 +696,11 @@ fn trace_reads_follow_the_role_rule_and_return_ordered_decoded_steps() {
     assert_error(&w.get("/traces/trc_acme_main_1", &w.login("viewer@acme.test")), 403, "insufficient_role");
     let euco = w.login("admin@euco.test");
     assert_error(&w.get("/traces/trc_acme_main_1", &euco), 404, "trace_not_found");
-    assert_eq!(w.get("/traces/trc_acme_main_1", &euco).body, w.get("/traces/trc_nope", &euco).body, "no existence leak");
+    assert_eq!(
+        w.get("/traces/trc_acme_main_1", &euco).body,
+        w.get("/traces/trc_nope", &euco).body,
+        "no existence leak"
+    );
     assert_eq!(w.get("/traces/trc_acme_main_1", &w.login("platform@demo.test")).status, 200);
     assert_error(&w.get("/traces/x'%20OR%201=1", &admin), 400, "invalid_trace_id");
 }
@@ -654,7 +721,11 @@ fn trace_lists_are_recent_first_and_limited() {
     assert_error(&w.get("/playground/traces?gateway_id=gw_acme_main&limit=101", &admin), 400, "invalid_limit");
     assert_error(&w.get("/playground/traces", &admin), 400, "invalid_gateway_id");
     assert_error(&w.get("/playground/traces?gateway_id=gw_euco_eu-linkup", &admin), 404, "gateway_not_found");
-    assert_error(&w.get("/playground/traces?gateway_id=gw_acme_main", &w.login("member@acme.test")), 403, "insufficient_role");
+    assert_error(
+        &w.get("/playground/traces?gateway_id=gw_acme_main", &w.login("member@acme.test")),
+        403,
+        "insufficient_role",
+    );
 }
 
 #[test]
@@ -763,11 +834,25 @@ fn no_password_hash_key_or_token_hash_in_any_response() {
     let w = World::new();
     let mut minted = Vec::new();
     let mut sessions = Vec::new();
-    for email in ["platform@demo.test", "admin@acme.test", "scoped-admin@acme.test", "member@acme.test", "viewer@acme.test", "admin@euco.test"] {
+    for email in [
+        "platform@demo.test",
+        "admin@acme.test",
+        "scoped-admin@acme.test",
+        "member@acme.test",
+        "viewer@acme.test",
+        "admin@euco.test",
+    ] {
         let t = w.login(email);
         w.get("/auth/me", &t);
         w.get("/gateways", &t);
-        for gw in ["gw_acme_main", "gw_acme_nokey", "gw_acme_second", "gw_euco_eu-linkup", "gw_euco_eu-brave", "gw_frozen_main"] {
+        for gw in [
+            "gw_acme_main",
+            "gw_acme_nokey",
+            "gw_acme_second",
+            "gw_euco_eu-linkup",
+            "gw_euco_eu-brave",
+            "gw_frozen_main",
+        ] {
             let r = w.post("/playground/token", &t, json!({ "gateway_id": gw }));
             if let Some(tok) = json_of(&r)["token"].as_str() {
                 minted.push(tok.to_string());

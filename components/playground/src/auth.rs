@@ -58,10 +58,7 @@ pub const DUMMY_HASH: &str =
 /// An argon2id PHC string with the default (OWASP) parameters.
 pub fn hash_password(password: &str, salt: &[u8; 16]) -> String {
     let salt = SaltString::encode_b64(salt).expect("16 bytes is a valid salt");
-    Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .expect("argon2id with default parameters")
-        .to_string()
+    Argon2::default().hash_password(password.as_bytes(), &salt).expect("argon2id with default parameters").to_string()
 }
 
 /// Verifies in constant time (argon2's output comparison); an unparsable
@@ -111,7 +108,8 @@ pub fn credential(req: &Request) -> Option<(Via, &str)> {
     if let Some(auth) = req.header("authorization") {
         let (scheme, token) = auth.trim().split_once(' ').unwrap_or((auth, ""));
         // Another scheme (or an empty bearer) is no credential at all.
-        return (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| (Via::Bearer, token.trim()));
+        return (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty())
+            .then(|| (Via::Bearer, token.trim()));
     }
     cookie_value(req.headers_named("cookie")).map(|v| (Via::Cookie, v))
 }
@@ -143,7 +141,9 @@ pub fn check_csrf(req: &Request, via: Via) -> Result<(), ApiError> {
 
 fn same_origin(req: &Request, origin: &str) -> Result<(), ApiError> {
     match (origin_of(origin.trim()), origin_of(req.full_url())) {
-        (Some(theirs), Some(ours)) if theirs == ours && origin.trim().trim_end_matches('/').len() == theirs.len() => Ok(()),
+        (Some(theirs), Some(ours)) if theirs == ours && origin.trim().trim_end_matches('/').len() == theirs.len() => {
+            Ok(())
+        }
         _ => Err(ApiError::csrf_rejected("origin_mismatch")),
     }
 }
@@ -219,7 +219,12 @@ pub fn memberships(db: &dyn Db, user_id: &str) -> Result<Vec<Membership>, DbErro
     for row in rows {
         // An unknown role grants nothing (fail closed).
         if let Some(role) = Role::parse(&row.text(2)?) {
-            out.push(Membership { tenant_id: row.text(0)?, tenant_slug: row.text(1)?, role, scope: Scope::parse(&row.text(3)?) });
+            out.push(Membership {
+                tenant_id: row.text(0)?,
+                tenant_slug: row.text(1)?,
+                role,
+                scope: Scope::parse(&row.text(3)?),
+            });
         }
     }
     Ok(out)
@@ -311,8 +316,12 @@ fn rate_limited(seconds: i64) -> ApiError {
 // ---- routes ----------------------------------------------------------------------------------
 
 fn invalid_login_field(field: &'static str) -> ApiError {
-    ApiError::new(400, "invalid_request", "email and password are required strings (email at most 254, password at most 1024 characters)")
-        .with("field", field)
+    ApiError::new(
+        400,
+        "invalid_request",
+        "email and password are required strings (email at most 254, password at most 1024 characters)",
+    )
+    .with("field", field)
 }
 
 /// `POST /auth/login {email, password}`.
@@ -357,7 +366,10 @@ pub fn login(ctx: &Ctx, req: &Request) -> Result<Response, ApiError> {
     let verified = verify_password(password, &stored);
     let Some(user_id) = user_id.filter(|_| verified) else {
         for key in [&email_key, &addr_key] {
-            ctx.db.exec("INSERT INTO login_attempts (key_hash, at) VALUES (?, ?)", &[key.as_str().into(), Val::Int(now)])?;
+            ctx.db.exec(
+                "INSERT INTO login_attempts (key_hash, at) VALUES (?, ?)",
+                &[key.as_str().into(), Val::Int(now)],
+            )?;
         }
         return Err(ApiError::new(401, "invalid_credentials", "the email or password is wrong"));
     };
@@ -490,9 +502,19 @@ mod tests {
         assert!(check_csrf(&ok, Via::Cookie).is_ok());
         let reason = |r: &Request| check_csrf(r, Via::Cookie).unwrap_err().fields["reason"].clone();
         assert_eq!(reason(&req(&[url, ("origin", "http://127.0.0.1:3000")])), "content_type");
-        assert_eq!(reason(&req(&[url, ("content-type", "text/plain"), ("origin", "http://127.0.0.1:3000")])), "content_type");
+        assert_eq!(
+            reason(&req(&[url, ("content-type", "text/plain"), ("origin", "http://127.0.0.1:3000")])),
+            "content_type"
+        );
         assert_eq!(reason(&req(&[url, json])), "origin_missing");
-        for evil in ["http://evil.test", "http://127.0.0.1:3001", "https://127.0.0.1:3000", "null", "http://127.0.0.1:3000.evil.test", "http://127.0.0.1:3000/x"] {
+        for evil in [
+            "http://evil.test",
+            "http://127.0.0.1:3001",
+            "https://127.0.0.1:3000",
+            "null",
+            "http://127.0.0.1:3000.evil.test",
+            "http://127.0.0.1:3000/x",
+        ] {
             assert_eq!(reason(&req(&[url, json, ("origin", evil)])), "origin_mismatch", "{evil}");
         }
         // Bearer calls are exempt: a cross-site page cannot set Authorization.

@@ -47,11 +47,17 @@ impl ApiError {
     }
 
     pub fn method_not_allowed(allow: &'static str) -> Self {
-        Self::new(405, "method_not_allowed", "method not allowed on this route").with("allow", allow).header("allow", allow)
+        Self::new(405, "method_not_allowed", "method not allowed on this route")
+            .with("allow", allow)
+            .header("allow", allow)
     }
 
     pub fn unauthenticated() -> Self {
-        Self::new(401, "unauthenticated", "sign in first: send the session cookie or Authorization: Bearer <session token>")
+        Self::new(
+            401,
+            "unauthenticated",
+            "sign in first: send the session cookie or Authorization: Bearer <session token>",
+        )
     }
 
     pub fn session_expired() -> Self {
@@ -59,8 +65,12 @@ impl ApiError {
     }
 
     pub fn csrf_rejected(reason: &'static str) -> Self {
-        Self::new(403, "csrf_rejected", "cookie-authenticated writes need Content-Type: application/json and a same-origin Origin")
-            .with("reason", reason)
+        Self::new(
+            403,
+            "csrf_rejected",
+            "cookie-authenticated writes need Content-Type: application/json and a same-origin Origin",
+        )
+        .with("reason", reason)
     }
 
     pub fn insufficient_role() -> Self {

@@ -31,23 +31,23 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
         };
     }
     let request = to_request(&req);
-    let response = match (Config::from_vars(|name| spin_sdk::variables::get(name).ok()), sqlite3::Connection::open("default")) {
-        (Err(e), _) => e.into(),
-        (Ok(_), Err(_)) => ApiError::new(500, "storage_error", "the Playground database could not be opened").into(),
-        (Ok(config), Ok(conn)) => {
-            let db = SpinDb(conn);
-            let ctx = Ctx { db: &db, config: &config, now_ms: now_ms(), random: &WasiRandom, egress: &WasiEgress };
-            api::handle(&ctx, &request)
-        }
-    };
+    let response =
+        match (Config::from_vars(|name| spin_sdk::variables::get(name).ok()), sqlite3::Connection::open("default")) {
+            (Err(e), _) => e.into(),
+            (Ok(_), Err(_)) => {
+                ApiError::new(500, "storage_error", "the Playground database could not be opened").into()
+            }
+            (Ok(config), Ok(conn)) => {
+                let db = SpinDb(conn);
+                let ctx = Ctx { db: &db, config: &config, now_ms: now_ms(), random: &WasiRandom, egress: &WasiEgress };
+                api::handle(&ctx, &request)
+            }
+        };
     send(out, response);
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 fn to_request(req: &IncomingRequest) -> Request {
@@ -75,13 +75,8 @@ fn to_request(req: &IncomingRequest) -> Request {
 
 fn path_info(req: &IncomingRequest) -> String {
     // The last value is Spin's (a client's copy may precede it).
-    req.headers()
-        .get("spin-path-info")
-        .pop()
-        .and_then(|v| String::from_utf8(v).ok())
-        .unwrap_or_default()
+    req.headers().get("spin-path-info").pop().and_then(|v| String::from_utf8(v).ok()).unwrap_or_default()
 }
-
 
 fn send(out: ResponseOutparam, response: Response) {
     let mut list = vec![
@@ -174,7 +169,9 @@ struct WasiEgress;
 fn classify(code: &wasi_http::ErrorCode) -> TransportFailure {
     use wasi_http::ErrorCode as E;
     match code {
-        E::ConnectionTimeout | E::ConnectionReadTimeout | E::HttpResponseTimeout | E::DnsTimeout => TransportFailure::Timeout,
+        E::ConnectionTimeout | E::ConnectionReadTimeout | E::HttpResponseTimeout | E::DnsTimeout => {
+            TransportFailure::Timeout
+        }
         E::HttpRequestDenied => TransportFailure::NotAllowed,
         _ => TransportFailure::Unreachable,
     }
@@ -182,7 +179,8 @@ fn classify(code: &wasi_http::ErrorCode) -> TransportFailure {
 
 impl Egress for WasiEgress {
     fn send(&self, spec: &OutboundRequest) -> Result<OutboundResponse, TransportFailure> {
-        let headers: Vec<(String, Vec<u8>)> = spec.headers.iter().map(|(n, v)| (n.clone(), v.as_bytes().to_vec())).collect();
+        let headers: Vec<(String, Vec<u8>)> =
+            spec.headers.iter().map(|(n, v)| (n.clone(), v.as_bytes().to_vec())).collect();
         let fields = wasi_http::Fields::from_list(&headers).map_err(|_| TransportFailure::Unreachable)?;
         let request = wasi_http::OutgoingRequest::new(fields);
         let method = if spec.method == "POST" { wasi_http::Method::Post } else { wasi_http::Method::Get };
@@ -257,7 +255,9 @@ fn read_to_end(stream: &InputStream, limit: usize, quiet: Duration) -> Result<Ve
             }
             Err(IoError::Closed) => return Ok(bytes),
             Err(IoError::LastOperationFailed(e)) => {
-                return Err(wasi_http::http_error_code(&e).map_or(TransportFailure::Unreachable, |code| classify(&code)));
+                return Err(
+                    wasi_http::http_error_code(&e).map_or(TransportFailure::Unreachable, |code| classify(&code))
+                );
             }
         }
     }

@@ -37,7 +37,9 @@ pub struct Target {
 
 /// 1-64 characters of `a-z A-Z 0-9 _ -` (no dots, no percent, no slash).
 pub fn is_slug(raw: &str) -> bool {
-    !raw.is_empty() && raw.len() <= MAX_SLUG_LEN && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    !raw.is_empty()
+        && raw.len() <= MAX_SLUG_LEN
+        && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Is this path (below `/admin/v1`) the pass-through's? `None`: another route.
@@ -50,7 +52,11 @@ pub fn route(method: &str, path: &str) -> Option<Result<Target, ApiError>> {
         _ => return Some(Err(ApiError::not_found())),
     };
     if !is_slug(tenant) || !is_slug(gateway) {
-        return Some(Err(ApiError::new(400, "invalid_slug", "tenant and gateway slugs are 1-64 characters of A-Z a-z 0-9 _ -")));
+        return Some(Err(ApiError::new(
+            400,
+            "invalid_slug",
+            "tenant and gateway slugs are 1-64 characters of A-Z a-z 0-9 _ -",
+        )));
     }
     if method != "POST" {
         return Some(Err(ApiError::method_not_allowed("POST")));
@@ -94,7 +100,14 @@ mod tests {
 
     #[test]
     fn malformed_paths_and_methods() {
-        for bad in ["/gw/", "/gw/acme", "/gw/acme/main", "/gw/acme/main/v1/chat", "/gw/acme/main/v1/chat/completions/x", "/gw/acme/main/v2/chat/completions"] {
+        for bad in [
+            "/gw/",
+            "/gw/acme",
+            "/gw/acme/main",
+            "/gw/acme/main/v1/chat",
+            "/gw/acme/main/v1/chat/completions/x",
+            "/gw/acme/main/v2/chat/completions",
+        ] {
             assert_eq!(route("POST", bad).unwrap().unwrap_err().code, "not_found", "{bad}");
         }
         let e = route("GET", "/gw/acme/main/v1/chat/completions").unwrap().unwrap_err();

@@ -48,7 +48,9 @@ pub fn route(method: &str, path: &str) -> Result<Route, ApiError> {
 }
 
 fn is_id(raw: &str) -> bool {
-    !raw.is_empty() && raw.len() <= MAX_ID_LEN && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    !raw.is_empty()
+        && raw.len() <= MAX_ID_LEN
+        && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 pub fn gateway_id(raw: &str) -> Result<String, ApiError> {
@@ -139,7 +141,9 @@ mod tests {
         assert_eq!((e.status, e.code), (405, "method_not_allowed"));
         assert_eq!(e.headers, vec![("allow".into(), "POST".into())]);
         assert_eq!(route("HEAD", "/gateways").unwrap_err().status, 405);
-        for unknown in ["", "/", "/gateways/", "/auth", "/playground/trace/", "/playground/trace/a/b", "/nope", "//gateways"] {
+        for unknown in
+            ["", "/", "/gateways/", "/auth", "/playground/trace/", "/playground/trace/a/b", "/nope", "//gateways"]
+        {
             assert_eq!(route("GET", unknown).unwrap_err().code, "not_found", "{unknown:?}");
         }
     }
@@ -177,7 +181,16 @@ mod tests {
         assert_eq!(limit_param("").unwrap(), 20);
         assert_eq!(limit_param("limit=1").unwrap(), 1);
         assert_eq!(limit_param("limit=100").unwrap(), 100);
-        for bad in ["limit=0", "limit=101", "limit=-1", "limit=+5", "limit=1e2", "limit=", "limit=99999999999999999999", "limit=1&limit=2"] {
+        for bad in [
+            "limit=0",
+            "limit=101",
+            "limit=-1",
+            "limit=+5",
+            "limit=1e2",
+            "limit=",
+            "limit=99999999999999999999",
+            "limit=1&limit=2",
+        ] {
             assert_eq!(limit_param(bad).unwrap_err().code, "invalid_limit", "{bad}");
         }
     }

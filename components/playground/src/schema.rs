@@ -243,8 +243,12 @@ mod tests {
         migrate(&db, 0, 1).unwrap();
         db.exec("INSERT INTO tenants (id, slug) VALUES ('t', 't')", &[]).unwrap();
         assert!(db
-            .exec("INSERT INTO gateways (id, tenant_id, slug, web_search_provider) VALUES ('g', 't', 'g', 'google')", &[])
+            .exec(
+                "INSERT INTO gateways (id, tenant_id, slug, web_search_provider) VALUES ('g', 't', 'g', 'google')",
+                &[]
+            )
             .is_err());
-        db.exec("INSERT INTO gateways (id, tenant_id, slug, web_search_provider) VALUES ('g', 't', 'g', NULL)", &[]).unwrap();
+        db.exec("INSERT INTO gateways (id, tenant_id, slug, web_search_provider) VALUES ('g', 't', 'g', NULL)", &[])
+            .unwrap();
     }
 }

@@ -158,7 +158,15 @@ pub fn build_request(provider: Provider, base: &BaseUrl, key: &str, q: &str, tim
             ("POST", base.path("/v1/search"), Some(body))
         }
     };
-    OutboundRequest { method, https: base.https, authority: base.authority.clone(), path_and_query, headers, body, timeout_ms }
+    OutboundRequest {
+        method,
+        https: base.https,
+        authority: base.authority.clone(),
+        path_and_query,
+        headers,
+        body,
+        timeout_ms,
+    }
 }
 
 // ---- classification ------------------------------------------------------------------
@@ -166,7 +174,9 @@ pub fn build_request(provider: Provider, base: &BaseUrl, key: &str, q: &str, tim
 /// A provider's non-2xx status, as the inference path classifies it.
 pub fn classify_status(provider: Provider, status: u16, retry_after: Option<&str>) -> ApiError {
     let e = match status {
-        401 | 403 => ApiError::new(502, "provider_auth_failed", "the web-search provider refused the gateway's stored key"),
+        401 | 403 => {
+            ApiError::new(502, "provider_auth_failed", "the web-search provider refused the gateway's stored key")
+        }
         429 => {
             let seconds = retry_after
                 .and_then(|v| v.trim().parse::<u64>().ok())
@@ -252,7 +262,11 @@ pub fn search(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiEr
     let (gateway, access) = gateways::accessible(ctx, p, &gateway_id)?;
     may_use_playground(access)?;
     if !gateway.playground_enabled {
-        return Err(ApiError::new(403, "feature_disabled", "the Playground is turned off for this tenant (playground_enabled)"));
+        return Err(ApiError::new(
+            403,
+            "feature_disabled",
+            "the Playground is turned off for this tenant (playground_enabled)",
+        ));
     }
     let resolved = eu_gate(gateway.provider.as_deref(), gateway.gateway_eu, gateway.tenant_eu)?;
     let Some(key) = stored_key(ctx, &gateway)? else {
@@ -269,8 +283,10 @@ pub fn search(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiEr
     if !(200..300).contains(&answer.status) {
         return Err(classify_status(provider, answer.status, answer.retry_after.as_deref()));
     }
-    let results = parse_results(provider, &answer.body).ok_or_else(|| malformed().with("provider", provider.as_str()))?;
-    let results: Vec<Value> = results.into_iter().map(|r| json!({ "title": r.title, "url": r.url, "snippet": r.snippet })).collect();
+    let results =
+        parse_results(provider, &answer.body).ok_or_else(|| malformed().with("provider", provider.as_str()))?;
+    let results: Vec<Value> =
+        results.into_iter().map(|r| json!({ "title": r.title, "url": r.url, "snippet": r.snippet })).collect();
     Ok(Response::json(
         200,
         &json!({
@@ -296,23 +312,39 @@ mod tests {
                     let label = format!("{stored:?} gateway_eu={gateway_eu} tenant_eu={tenant_eu}");
                     match (stored, eu) {
                         (Some("linkup"), _) => {
-                            assert_eq!(result.unwrap(), Resolved { provider: Provider::Linkup, eu_region_routing: eu }, "{label}")
+                            assert_eq!(
+                                result.unwrap(),
+                                Resolved { provider: Provider::Linkup, eu_region_routing: eu },
+                                "{label}"
+                            )
                         }
                         (None | Some("brave"), false) => {
-                            assert_eq!(result.unwrap(), Resolved { provider: Provider::Brave, eu_region_routing: false }, "{label}")
+                            assert_eq!(
+                                result.unwrap(),
+                                Resolved { provider: Provider::Brave, eu_region_routing: false },
+                                "{label}"
+                            )
                         }
                         (_, true) => {
                             let e = result.unwrap_err();
                             assert_eq!((e.status, e.code), (403, "eu_gate_refused"), "{label}");
                             let reason = e.fields["reason"].as_str().unwrap();
-                            assert!(reason.contains("eu_region_routing") && reason.contains("not"), "{label}: {reason}");
+                            assert!(
+                                reason.contains("eu_region_routing") && reason.contains("not"),
+                                "{label}: {reason}"
+                            );
                             if stored.is_none() {
                                 assert!(reason.contains("brave (the default)"), "{reason}");
                             }
                             let source = &e.fields["eu_region_routing"];
-                            assert_eq!((source["gateway"].as_bool(), source["tenant"].as_bool()), (Some(gateway_eu), Some(tenant_eu)));
+                            assert_eq!(
+                                (source["gateway"].as_bool(), source["tenant"].as_bool()),
+                                (Some(gateway_eu), Some(tenant_eu))
+                            );
                         }
-                        (Some(_), false) => assert_eq!(result.unwrap_err().code, "search_provider_unsupported", "{label}"),
+                        (Some(_), false) => {
+                            assert_eq!(result.unwrap_err().code, "search_provider_unsupported", "{label}")
+                        }
                     }
                 }
             }
@@ -359,7 +391,10 @@ mod tests {
         let limited = classify_status(Provider::Linkup, 429, Some("7"));
         assert_eq!(limited.fields["retry_after"], 7);
         assert_eq!(limited.headers, vec![("retry-after".into(), "7".into())]);
-        assert_eq!(classify_status(Provider::Linkup, 429, Some("Wed, 21 Oct 2015 07:28:00 GMT")).fields["retry_after"], 30);
+        assert_eq!(
+            classify_status(Provider::Linkup, 429, Some("Wed, 21 Oct 2015 07:28:00 GMT")).fields["retry_after"],
+            30
+        );
         assert_eq!(classify_status(Provider::Linkup, 429, Some("999999")).fields["retry_after"], 3600);
         let t = |f| {
             let e = classify_transport(Provider::Linkup, f);

@@ -63,7 +63,10 @@ fn upsert_user(ctx: &Ctx, id: &str, email: &str, password: &str, platform_admin:
         &[id.into(), email.as_str().into(), platform_admin.into(), hash.into(), Val::Int(ctx.now_s())],
     )?;
     // A racing request may have won with another id: the email decides.
-    ctx.db.one("SELECT id FROM users WHERE email = ?", &[email.as_str().into()])?.ok_or_else(|| DbError("user vanished".into()))?.text(0)
+    ctx.db
+        .one("SELECT id FROM users WHERE email = ?", &[email.as_str().into()])?
+        .ok_or_else(|| DbError("user vanished".into()))?
+        .text(0)
 }
 
 fn bootstrap_admin(ctx: &Ctx) -> Result<(), DbError> {
@@ -75,11 +78,8 @@ fn bootstrap_admin(ctx: &Ctx) -> Result<(), DbError> {
 }
 
 /// The demo tenants: (id, slug, playground_enabled, eu_region_routing).
-pub const DEMO_TENANTS: &[(&str, &str, bool, bool)] = &[
-    ("ten_acme", "acme", true, false),
-    ("ten_euco", "euco", true, true),
-    ("ten_frozen", "frozen", false, false),
-];
+pub const DEMO_TENANTS: &[(&str, &str, bool, bool)] =
+    &[("ten_acme", "acme", true, false), ("ten_euco", "euco", true, true), ("ten_frozen", "frozen", false, false)];
 
 /// One demo gateway.
 pub struct DemoGateway {
@@ -211,8 +211,12 @@ fn seed_demo(ctx: &Ctx) -> Result<(), DbError> {
                     "request.received" => json!({ "gateway": slug, "messages": 1 + n }),
                     "prompt.build" => json!({ "prompt": format!("Demo question {} for {slug}", n + 1) }),
                     "tool.web_search" => json!({ "provider": provider.unwrap_or("brave"), "q": "demo search" }),
-                    "llm.call" | "llm.stream" => json!({ "model": model, "output": "A demo answer.", "tokens": 40 + i }),
-                    "response.done" => json!({ "status": status, "finish_reason": if status == "ok" { "stop" } else { "error" } }),
+                    "llm.call" | "llm.stream" => {
+                        json!({ "model": model, "output": "A demo answer.", "tokens": 40 + i })
+                    }
+                    "response.done" => {
+                        json!({ "status": status, "finish_reason": if status == "ok" { "stop" } else { "error" } })
+                    }
                     _ => json!({ "seq": i }),
                 };
                 let at = started + i as i64 * 150;

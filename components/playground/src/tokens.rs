@@ -92,7 +92,8 @@ mod tests {
         // The bundled SQLite enforces foreign keys: tokens need their gateway.
         db.exec("INSERT INTO tenants (id, slug) VALUES ('ten_t', 't')", &[]).unwrap();
         for g in ["gw_a", "gw_b"] {
-            db.exec("INSERT INTO gateways (id, tenant_id, slug) VALUES (?, 'ten_t', ?)", &[g.into(), g.into()]).unwrap();
+            db.exec("INSERT INTO gateways (id, tenant_id, slug) VALUES (?, 'ten_t', ?)", &[g.into(), g.into()])
+                .unwrap();
         }
         db
     }
@@ -122,7 +123,10 @@ mod tests {
         let expires = store(&db, "gw_a", &t, "usr_1", 1_000).unwrap();
         assert_eq!(expires, 1_000 + 1800);
         let row = db
-            .one("SELECT token_hash, gateway_id, scopes, kind, created_at, expires_at, created_by FROM gateway_tokens", &[])
+            .one(
+                "SELECT token_hash, gateway_id, scopes, kind, created_at, expires_at, created_by FROM gateway_tokens",
+                &[],
+            )
             .unwrap()
             .unwrap();
         assert_eq!(row.text(0).unwrap(), sha256_hex(&t));
@@ -136,11 +140,12 @@ mod tests {
     #[test]
     fn minting_deletes_only_this_gateways_expired_playground_tokens() {
         let db = db();
-        let (a, b, other, c) = (format_token(&[1; 32]), format_token(&[2; 32]), format_token(&[3; 32]), format_token(&[4; 32]));
+        let (a, b, other, c) =
+            (format_token(&[1; 32]), format_token(&[2; 32]), format_token(&[3; 32]), format_token(&[4; 32]));
         store(&db, "gw_a", &a, "u", 0).unwrap(); // expires 1800
         store(&db, "gw_a", &b, "u", 1_000).unwrap(); // expires 2800
         store(&db, "gw_b", &other, "u", 0).unwrap(); // another gateway, expired later
-        // A non-playground token of the same gateway, long expired: not ours to delete.
+                                                     // A non-playground token of the same gateway, long expired: not ours to delete.
         db.exec(
             "INSERT INTO gateway_tokens (token_hash, gateway_id, scopes, kind, created_at, expires_at) VALUES ('x', 'gw_a', '[]', 'api', 0, 1)",
             &[],

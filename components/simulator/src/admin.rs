@@ -44,8 +44,7 @@ pub fn live_sessions(all: &[String]) -> &[String] {
 }
 
 /// Sessions that are always "busy" in the firehose, besides the real ones.
-pub const SYNTHETIC_SESSIONS: &[&str] =
-    &["s_5f0c1e2d3a4b5c6d7e8f9a0b", "s_a1b2c3d4e5f60718293a4b5c"];
+pub const SYNTHETIC_SESSIONS: &[&str] = &["s_5f0c1e2d3a4b5c6d7e8f9a0b", "s_a1b2c3d4e5f60718293a4b5c"];
 const SYNTHETIC_AGENTS: &[&str] = &["sindra", "brokkr", "eitri"];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -87,10 +86,7 @@ pub fn last_id_at(now_ms: u64) -> Option<u64> {
         return None;
     }
     let k = (now_ms - SIM_EPOCH_MS) / 1000;
-    (0..=3 * k + 2)
-        .rev()
-        .take(8)
-        .find(|&id| time_of(id).is_some_and(|t| t <= now_ms))
+    (0..=3 * k + 2).rev().take(8).find(|&id| time_of(id).is_some_and(|t| t <= now_ms))
 }
 
 /// Build the event with natural id `id` (which must be used).
@@ -98,12 +94,7 @@ pub fn event_for(id: u64, real_sessions: &[String]) -> AdminEvent {
     let at_ms = time_of(id).expect("unused admin event id");
     let timestamp = rfc3339_millis(at_ms);
     if id % 3 == 2 {
-        return AdminEvent {
-            id,
-            at_ms,
-            event: "system.heartbeat",
-            data: json!({}),
-        };
+        return AdminEvent { id, at_ms, event: "system.heartbeat", data: json!({}) };
     }
     let mut rng = Rng::new(mix(id, 0xAD41));
     let roll = rng.range(0, 100);
@@ -136,11 +127,8 @@ pub fn event_for(id: u64, real_sessions: &[String]) -> AdminEvent {
 
     // A session-scoped event. Real sessions get most of the traffic when there are any.
     let is_real = !real_sessions.is_empty() && rng.chance(0.6);
-    let session_id: String = if is_real {
-        rng.pick(real_sessions).clone()
-    } else {
-        (*rng.pick(SYNTHETIC_SESSIONS)).to_owned()
-    };
+    let session_id: String =
+        if is_real { rng.pick(real_sessions).clone() } else { (*rng.pick(SYNTHETIC_SESSIONS)).to_owned() };
     // A turn id that stays the same for a few seconds per session, so that
     // turn.started / turn.completed pairs line up.
     let epoch = id / 3 / 4;
@@ -148,14 +136,9 @@ pub fn event_for(id: u64, real_sessions: &[String]) -> AdminEvent {
     let kind = rng.range(0, 100);
     // Within each 4-second turn epoch, starts come in the first half and completions in
     // the second, so a session's turn.started precedes its turn.completed.
-    let turn_event = if (id / 3) % 4 < 2 {
-        "turn.started"
-    } else {
-        "turn.completed"
-    };
+    let turn_event = if (id / 3) % 4 < 2 { "turn.started" } else { "turn.completed" };
     let (event, data) = if kind < 12 {
-        let mut data =
-            json!({ "session_id": session_id, "end_user_id": "operator", "timestamp": timestamp });
+        let mut data = json!({ "session_id": session_id, "end_user_id": "operator", "timestamp": timestamp });
         // The agent of a real session is not known here without a store read; only the
         // synthetic sessions name one.
         if !is_real {
@@ -163,10 +146,7 @@ pub fn event_for(id: u64, real_sessions: &[String]) -> AdminEvent {
         }
         ("session.created", data)
     } else if kind < 92 && turn_event == "turn.started" {
-        (
-            "turn.started",
-            json!({ "session_id": session_id, "turn_id": turn_id, "timestamp": timestamp }),
-        )
+        ("turn.started", json!({ "session_id": session_id, "turn_id": turn_id, "timestamp": timestamp }))
     } else if kind < 92 {
         (
             "turn.completed",
@@ -190,12 +170,7 @@ pub fn event_for(id: u64, real_sessions: &[String]) -> AdminEvent {
             }),
         )
     };
-    AdminEvent {
-        id,
-        at_ms,
-        event,
-        data,
-    }
+    AdminEvent { id, at_ms, event, data }
 }
 
 /// One client's position in the firehose.
@@ -209,52 +184,27 @@ pub struct AdminStream {
 
 impl AdminStream {
     /// Start a stream at `now_ms`; returns the stream and the events to replay at once.
-    pub fn start(
-        last_event_id: Option<&str>,
-        now_ms: u64,
-        real_sessions: &[String],
-    ) -> (Self, Vec<AdminEvent>) {
+    pub fn start(last_event_id: Option<&str>, now_ms: u64, real_sessions: &[String]) -> (Self, Vec<AdminEvent>) {
         let current = last_id_at(now_ms);
-        let requested = last_event_id
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .filter(|&n| n <= MAX_ID);
+        let requested = last_event_id.and_then(|s| s.trim().parse::<u64>().ok()).filter(|&n| n <= MAX_ID);
         let Some(n) = requested else {
-            return (
-                AdminStream {
-                    shift: 0,
-                    last: current,
-                },
-                Vec::new(),
-            );
+            return (AdminStream { shift: 0, last: current }, Vec::new());
         };
         match current {
             Some(cur) if n <= cur => {
-                let window_start =
-                    3 * ((now_ms - SIM_EPOCH_MS) / 1000).saturating_sub(REPLAY_WINDOW_SLOTS);
+                let window_start = 3 * ((now_ms - SIM_EPOCH_MS) / 1000).saturating_sub(REPLAY_WINDOW_SLOTS);
                 let from = n.saturating_add(1).max(window_start);
                 let replay = (from..=cur)
                     .filter(|&id| time_of(id).is_some_and(|t| t <= now_ms))
                     .map(|id| event_for(id, real_sessions))
                     .collect();
-                (
-                    AdminStream {
-                        shift: 0,
-                        last: Some(cur),
-                    },
-                    replay,
-                )
+                (AdminStream { shift: 0, last: Some(cur) }, replay)
             }
             _ => {
                 // N is ahead of our clock: keep counting from it.
                 let next = current.map(next_id).unwrap_or(0);
                 let shift = (n + 1).saturating_sub(next);
-                (
-                    AdminStream {
-                        shift,
-                        last: current,
-                    },
-                    Vec::new(),
-                )
+                (AdminStream { shift, last: current }, Vec::new())
             }
         }
     }
@@ -290,10 +240,7 @@ mod tests {
     const NOW: u64 = 1_796_000_000_321; // late 2026
 
     fn sessions() -> Vec<String> {
-        vec![
-            "s_00000000000000000000000a".to_owned(),
-            "s_00000000000000000000000b".to_owned(),
-        ]
+        vec!["s_00000000000000000000000a".to_owned(), "s_00000000000000000000000b".to_owned()]
     }
 
     #[test]
@@ -339,11 +286,7 @@ mod tests {
             *counts.entry(e.event).or_insert(0) += 1;
             assert!(e.data.is_object());
             let dotted = e.event.split_once('.').unwrap().0;
-            assert!(
-                ["session", "turn", "key", "system"].contains(&dotted),
-                "{}",
-                e.event
-            );
+            assert!(["session", "turn", "key", "system"].contains(&dotted), "{}", e.event);
             if !e.event.starts_with("system.") {
                 match e.data.get("session_id").and_then(|v| v.as_str()) {
                     Some(sid) => {
@@ -355,18 +298,10 @@ mod tests {
                 }
             }
         }
-        for t in [
-            "session.created",
-            "turn.started",
-            "turn.completed",
-            "key.rotated",
-            "system.heartbeat",
-            "system.notice",
-        ] {
-            assert!(
-                counts.get(t).copied().unwrap_or(0) > 0,
-                "{t} never generated"
-            );
+        for t in
+            ["session.created", "turn.started", "turn.completed", "key.rotated", "system.heartbeat", "system.notice"]
+        {
+            assert!(counts.get(t).copied().unwrap_or(0) > 0, "{t} never generated");
         }
         assert!(no_session > 50 && no_session < 700, "{no_session}");
         assert!(real_hits > 1500, "{real_hits}");
@@ -380,15 +315,9 @@ mod tests {
         let mut pairs = 0;
         for _ in 0..3000 {
             let e = s.next(NOW, &real);
-            let key = (
-                e.data["session_id"].to_string(),
-                e.data["turn_id"].to_string(),
-            );
+            let key = (e.data["session_id"].to_string(), e.data["turn_id"].to_string());
             match e.event {
-                "turn.started" => assert!(
-                    !completed.contains(&key),
-                    "started after completed: {key:?}"
-                ),
+                "turn.started" => assert!(!completed.contains(&key), "started after completed: {key:?}"),
                 "turn.completed" => {
                     completed.insert(key);
                     pairs += 1;
@@ -435,10 +364,7 @@ mod tests {
         let n = seen[2].id;
         let later = seen[5].at_ms + 1;
         let (mut s2, replay) = AdminStream::start(Some(&n.to_string()), later, &real);
-        assert_eq!(
-            replay.iter().map(|e| e.id).collect::<Vec<_>>(),
-            seen[3..].iter().map(|e| e.id).collect::<Vec<_>>()
-        );
+        assert_eq!(replay.iter().map(|e| e.id).collect::<Vec<_>>(), seen[3..].iter().map(|e| e.id).collect::<Vec<_>>());
         assert_eq!(replay, seen[3..].to_vec());
         let next = s2.next(later, &real);
         assert!(next.id > seen[5].id && next.at_ms > later - 1);
@@ -448,9 +374,7 @@ mod tests {
     fn reconnect_with_old_id_replays_only_the_window() {
         let (mut s, replay) = AdminStream::start(Some("5"), NOW, &[]);
         assert!(!replay.is_empty() && replay.len() <= 3 * REPLAY_WINDOW_SLOTS as usize + 3);
-        assert!(replay
-            .iter()
-            .all(|e| e.id > 5 && e.at_ms <= NOW && e.at_ms + 21_000 > NOW));
+        assert!(replay.iter().all(|e| e.id > 5 && e.at_ms <= NOW && e.at_ms + 21_000 > NOW));
         assert!(replay.windows(2).all(|w| w[0].id < w[1].id));
         assert!(s.next(NOW, &[]).id > replay.last().unwrap().id);
     }
@@ -469,14 +393,7 @@ mod tests {
 
     #[test]
     fn garbage_last_event_id_is_ignored() {
-        for bad in [
-            "",
-            "abc",
-            "-3",
-            "1.5",
-            "99999999999999999999999",
-            &(MAX_ID + 1).to_string(),
-        ] {
+        for bad in ["", "abc", "-3", "1.5", "99999999999999999999999", &(MAX_ID + 1).to_string()] {
             let (mut s, replay) = AdminStream::start(Some(bad), NOW, &[]);
             assert!(replay.is_empty());
             let e = s.next(NOW, &[]);
@@ -490,11 +407,7 @@ mod tests {
         let first = s.next(NOW, &[]);
         let later = NOW + 60_000;
         let e = s.next(later, &[]);
-        assert!(
-            e.at_ms > later && e.at_ms <= later + 1000,
-            "{} vs {later}",
-            e.at_ms
-        );
+        assert!(e.at_ms > later && e.at_ms <= later + 1000, "{} vs {later}", e.at_ms);
         assert!(e.id > first.id);
         // a small lag is caught up, not skipped
         let mut s = AdminStream::start(None, NOW, &[]).0;

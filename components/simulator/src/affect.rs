@@ -71,10 +71,7 @@ pub struct AffectLog {
 impl AffectLog {
     /// The newest snapshot already emitted at `now_ms`.
     pub fn visible(&self, now_ms: u64) -> Option<&Snapshot> {
-        self.snapshots
-            .iter()
-            .filter(|s| s.emitted_at_ms <= now_ms)
-            .max_by_key(|s| s.emitted_at_ms)
+        self.snapshots.iter().filter(|s| s.emitted_at_ms <= now_ms).max_by_key(|s| s.emitted_at_ms)
     }
 
     /// The newest recorded snapshot (possibly not yet emitted): what the next one evolves from.
@@ -111,15 +108,12 @@ pub fn tone(text: &str) -> f64 {
         "yes",
     ];
     const NEG: &[&str] = &[
-        "bad", "wrong", "hate", "angry", "stupid", "useless", "broken", "fail", "failed", "worse",
-        "terrible", "awful", "no", "annoying", "slow", "error",
+        "bad", "wrong", "hate", "angry", "stupid", "useless", "broken", "fail", "failed", "worse", "terrible", "awful",
+        "no", "annoying", "slow", "error",
     ];
     let mut score = 0i32;
     let mut words = 0i32;
-    for w in text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
+    for w in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
         words += 1;
         let w = w.to_lowercase();
         if POS.contains(&w.as_str()) {
@@ -160,28 +154,13 @@ fn confidence_for(evidence: u64) -> f64 {
 }
 
 fn fresh_trust(base: f64) -> Trust {
-    Trust {
-        value: clamp_unit(base),
-        confidence: confidence_for(0),
-        evidence_count: 0,
-    }
+    Trust { value: clamp_unit(base), confidence: confidence_for(0), evidence_count: 0 }
 }
 
-fn step_trust(
-    t: &Trust,
-    target: f64,
-    rate: f64,
-    noise: f64,
-    evidence: u64,
-    rng: &mut Rng,
-) -> Trust {
+fn step_trust(t: &Trust, target: f64, rate: f64, noise: f64, evidence: u64, rng: &mut Rng) -> Trust {
     let value = t.value + (target - t.value) * rate + rng.jitter(noise);
     let evidence_count = t.evidence_count + evidence;
-    Trust {
-        value: clamp_unit(value),
-        confidence: confidence_for(evidence_count),
-        evidence_count,
-    }
+    Trust { value: clamp_unit(value), confidence: confidence_for(evidence_count), evidence_count }
 }
 
 fn fresh_edge(target_entity: String, rng: &mut Rng) -> RelationEdge {
@@ -199,12 +178,7 @@ fn fresh_edge(target_entity: String, rng: &mut Rng) -> RelationEdge {
 
 /// The peers each agent keeps a (slowly drifting) relation with.
 fn peers(agent: &AgentDef) -> Vec<String> {
-    crate::catalog::AGENTS
-        .iter()
-        .filter(|a| a.id != agent.id)
-        .take(2)
-        .map(|a| format!("agent:{}", a.id))
-        .collect()
+    crate::catalog::AGENTS.iter().filter(|a| a.id != agent.id).take(2).map(|a| format!("agent:{}", a.id)).collect()
 }
 
 /// Everything a new snapshot depends on.
@@ -221,24 +195,15 @@ pub struct TurnFacts<'a> {
 /// (and strictly after `prev`'s, so the log stays ordered).
 pub fn evolve(prev: Option<&Snapshot>, f: &TurnFacts, rng: &mut Rng) -> Snapshot {
     let [bp, ba, bd] = f.agent.pad_baseline;
-    let prev_pad = prev.map(|p| p.pad).unwrap_or(Pad {
-        pleasure: bp,
-        arousal: ba,
-        dominance: bd,
-    });
+    let prev_pad = prev.map(|p| p.pad).unwrap_or(Pad { pleasure: bp, arousal: ba, dominance: bd });
     let t = tone(f.user_text);
     let k = intensity(f.user_text);
     let revert = 0.15;
     let pad = Pad {
-        pleasure: clamp_signed(
-            prev_pad.pleasure + (bp - prev_pad.pleasure) * revert + 0.18 * t + rng.jitter(0.06),
-        ),
-        arousal: clamp_signed(
-            prev_pad.arousal + (ba - prev_pad.arousal) * revert + 0.2 * k - 0.04 + rng.jitter(0.08),
-        ),
+        pleasure: clamp_signed(prev_pad.pleasure + (bp - prev_pad.pleasure) * revert + 0.18 * t + rng.jitter(0.06)),
+        arousal: clamp_signed(prev_pad.arousal + (ba - prev_pad.arousal) * revert + 0.2 * k - 0.04 + rng.jitter(0.08)),
         dominance: clamp_signed(
-            prev_pad.dominance + (bd - prev_pad.dominance) * revert - 0.05 * t.min(0.0)
-                + rng.jitter(0.05),
+            prev_pad.dominance + (bd - prev_pad.dominance) * revert - 0.05 * t.min(0.0) + rng.jitter(0.05),
         ),
     };
 
@@ -254,16 +219,13 @@ pub fn evolve(prev: Option<&Snapshot>, f: &TurnFacts, rng: &mut Rng) -> Snapshot
         .unwrap_or_else(|| fresh_edge(user_entity.clone(), rng));
     let goal = 0.6 + 0.3 * t;
     user_edge.trust_ability = step_trust(&user_edge.trust_ability, goal + 0.05, 0.2, 0.03, 1, rng);
-    user_edge.trust_benevolence =
-        step_trust(&user_edge.trust_benevolence, goal, 0.25, 0.03, 1, rng);
-    user_edge.trust_integrity =
-        step_trust(&user_edge.trust_integrity, goal + 0.1, 0.15, 0.02, 1, rng);
+    user_edge.trust_benevolence = step_trust(&user_edge.trust_benevolence, goal, 0.25, 0.03, 1, rng);
+    user_edge.trust_integrity = step_trust(&user_edge.trust_integrity, goal + 0.1, 0.15, 0.02, 1, rng);
     user_edge.warmth = step_trust(&user_edge.warmth, 0.5 + 0.4 * t, 0.3, 0.04, 1, rng);
     user_edge.agency = clamp_signed(user_edge.agency + 0.1 * k - 0.03 + rng.jitter(0.05));
     // Each request puts the agent a little further "owed"; thanks pays some of it back.
-    user_edge.obligation_balance = clamp_signed(
-        user_edge.obligation_balance * 0.9 - 0.05 + 0.12 * t.max(0.0) + rng.jitter(0.02),
-    );
+    user_edge.obligation_balance =
+        clamp_signed(user_edge.obligation_balance * 0.9 - 0.05 + 0.12 * t.max(0.0) + rng.jitter(0.02));
     let mood = if t > 0.2 {
         "appreciative"
     } else if t < -0.2 {
@@ -282,22 +244,12 @@ pub fn evolve(prev: Option<&Snapshot>, f: &TurnFacts, rng: &mut Rng) -> Snapshot
 
     // Peer edges: no new evidence, slight drift.
     for peer in peers(f.agent) {
-        let edge = prev_edges
-            .iter()
-            .find(|e| e.target_entity == peer)
-            .cloned()
-            .unwrap_or_else(|| {
-                let mut e = fresh_edge(peer.clone(), rng);
-                e.relation_context = format!(
-                    "fellow smith; shares the forge with {}",
-                    f.agent.display_name
-                );
-                e
-            });
-        let drift = |tr: &Trust, rng: &mut Rng| Trust {
-            value: clamp_unit(tr.value + rng.jitter(0.02)),
-            ..*tr
-        };
+        let edge = prev_edges.iter().find(|e| e.target_entity == peer).cloned().unwrap_or_else(|| {
+            let mut e = fresh_edge(peer.clone(), rng);
+            e.relation_context = format!("fellow smith; shares the forge with {}", f.agent.display_name);
+            e
+        });
+        let drift = |tr: &Trust, rng: &mut Rng| Trust { value: clamp_unit(tr.value + rng.jitter(0.02)), ..*tr };
         let mut e = edge;
         e.trust_ability = drift(&e.trust_ability, rng);
         e.trust_benevolence = drift(&e.trust_benevolence, rng);
@@ -323,12 +275,7 @@ pub fn evolve(prev: Option<&Snapshot>, f: &TurnFacts, rng: &mut Rng) -> Snapshot
     if let Some(p) = prev {
         emitted_at_ms = emitted_at_ms.max(p.emitted_at_ms + 1);
     }
-    Snapshot {
-        emitted_at_ms,
-        pad,
-        relations,
-        valence,
-    }
+    Snapshot { emitted_at_ms, pad, relations, valence }
 }
 
 /// The wire form (`GET /worldtree/affect`).
@@ -371,17 +318,10 @@ mod tests {
     }
 
     fn check_ranges(s: &Snapshot) {
-        assert!(
-            in_signed(s.pad.pleasure) && in_signed(s.pad.arousal) && in_signed(s.pad.dominance)
-        );
+        assert!(in_signed(s.pad.pleasure) && in_signed(s.pad.arousal) && in_signed(s.pad.dominance));
         assert!(in_signed(s.valence));
         for e in &s.relations {
-            for t in [
-                &e.trust_ability,
-                &e.trust_benevolence,
-                &e.trust_integrity,
-                &e.warmth,
-            ] {
+            for t in [&e.trust_ability, &e.trust_benevolence, &e.trust_integrity, &e.warmth] {
                 assert!(in_unit(t.value) && in_unit(t.confidence));
             }
             assert!(in_signed(e.agency) && in_signed(e.obligation_balance));
@@ -391,20 +331,11 @@ mod tests {
     #[test]
     fn stays_in_range_over_many_turns_and_moves() {
         let mut rng = Rng::new(11);
-        let texts = [
-            "THANKS!!! great, perfect!!!",
-            "this is broken and useless!!",
-            "ok",
-            "?",
-        ];
+        let texts = ["THANKS!!! great, perfect!!!", "this is broken and useless!!", "ok", "?"];
         let mut log = AffectLog::default();
         let mut now = NOW;
         for i in 0..500u64 {
-            let s = evolve(
-                log.latest(),
-                &facts("sindra", texts[(i % 4) as usize], i + 1, now),
-                &mut rng,
-            );
+            let s = evolve(log.latest(), &facts("sindra", texts[(i % 4) as usize], i + 1, now), &mut rng);
             check_ranges(&s);
             assert!(s.emitted_at_ms >= now + 1000 && s.emitted_at_ms <= now + 8000);
             if let Some(p) = log.latest() {
@@ -428,16 +359,8 @@ mod tests {
         let mut down = None::<Snapshot>;
         let (mut r1, mut r2) = (Rng::new(1), Rng::new(1));
         for i in 0..20 {
-            up = Some(evolve(
-                up.as_ref(),
-                &facts("brokkr", "thanks, great, perfect", i, NOW),
-                &mut r1,
-            ));
-            down = Some(evolve(
-                down.as_ref(),
-                &facts("brokkr", "bad wrong useless", i, NOW),
-                &mut r2,
-            ));
+            up = Some(evolve(up.as_ref(), &facts("brokkr", "thanks, great, perfect", i, NOW), &mut r1));
+            down = Some(evolve(down.as_ref(), &facts("brokkr", "bad wrong useless", i, NOW), &mut r2));
         }
         let (up, down) = (up.unwrap(), down.unwrap());
         assert!(up.pad.pleasure > down.pad.pleasure + 0.3);
@@ -455,29 +378,17 @@ mod tests {
         log.push(s1);
         assert!(log.visible(NOW).is_none(), "not emitted yet");
         assert_eq!(log.visible(t1).unwrap().emitted_at_ms, t1);
-        let s2 = evolve(
-            log.latest(),
-            &facts("sindra", "again", 2, t1 + 100),
-            &mut rng,
-        );
+        let s2 = evolve(log.latest(), &facts("sindra", "again", 2, t1 + 100), &mut rng);
         let t2 = s2.emitted_at_ms;
         log.push(s2);
-        assert_eq!(
-            log.visible(t1 + 100).unwrap().emitted_at_ms,
-            t1,
-            "old one until the new is due"
-        );
+        assert_eq!(log.visible(t1 + 100).unwrap().emitted_at_ms, t1, "old one until the new is due");
         assert_eq!(log.visible(t2).unwrap().emitted_at_ms, t2);
     }
 
     #[test]
     fn wire_shapes() {
         let mut rng = Rng::new(3);
-        let s = evolve(
-            None,
-            &facts("sindra", "<script>alert(1)</script>", 1, NOW),
-            &mut rng,
-        );
+        let s = evolve(None, &facts("sindra", "<script>alert(1)</script>", 1, NOW), &mut rng);
         let w = to_wire(agent("sindra").unwrap(), &s);
         let o = w.as_object().unwrap();
         let mut keys: Vec<&str> = o.keys().map(|k| k.as_str()).collect();
@@ -486,39 +397,19 @@ mod tests {
         assert_eq!(w["agent_id"], "sindra");
         assert!(w["emitted_at"].as_str().unwrap().ends_with('Z'));
         let e = &w["relations"][0];
-        for k in [
-            "trust_ability",
-            "trust_benevolence",
-            "trust_integrity",
-            "warmth",
-        ] {
+        for k in ["trust_ability", "trust_benevolence", "trust_integrity", "warmth"] {
             let t = e[k].as_object().unwrap();
             assert_eq!(t.len(), 3);
             assert!(t["evidence_count"].is_u64());
             assert!(t["value"].is_f64() && t["confidence"].is_f64());
         }
-        assert!(e["target_entity"]
-            .as_str()
-            .unwrap()
-            .starts_with("end_user:"));
+        assert!(e["target_entity"].as_str().unwrap().starts_with("end_user:"));
         assert!(e["relation_context"].as_str().unwrap().contains("<script>"));
         assert!(e["agency"].is_number() && e["obligation_balance"].is_number());
-        assert_eq!(
-            w["relations"].as_array().unwrap().len(),
-            3,
-            "user + two peers"
-        );
+        assert_eq!(w["relations"].as_array().unwrap().len(), 3, "user + two peers");
 
-        let legacy = to_wire(
-            agent("eitri").unwrap(),
-            &evolve(None, &facts("eitri", "hi", 1, NOW), &mut rng),
-        );
-        let mut keys: Vec<&str> = legacy
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(|k| k.as_str())
-            .collect();
+        let legacy = to_wire(agent("eitri").unwrap(), &evolve(None, &facts("eitri", "hi", 1, NOW), &mut rng));
+        let mut keys: Vec<&str> = legacy.as_object().unwrap().keys().map(|k| k.as_str()).collect();
         keys.sort();
         assert_eq!(keys, ["agent_id", "emitted_at", "pad", "valence"]);
         assert!(in_signed(legacy["valence"].as_f64().unwrap()));

@@ -46,8 +46,7 @@ pub static AGENTS: &[AgentDef] = &[
         tools: &[
             ToolDef {
                 name: "web_search",
-                description:
-                    "Search the web and return the top results with title, URL and snippet.",
+                description: "Search the web and return the top results with title, URL and snippet.",
                 input_schema: r#"{"type":"object","properties":{"query":{"type":"string","description":"What to search for"},"count":{"type":"integer","minimum":1,"maximum":10,"default":5}},"required":["query"]}"#,
             },
             ToolDef {
@@ -76,8 +75,7 @@ pub static AGENTS: &[AgentDef] = &[
         tools: &[
             ToolDef {
                 name: "run_python",
-                description:
-                    "Run a Python snippet in a sandbox and return stdout, stderr and the exit code.",
+                description: "Run a Python snippet in a sandbox and return stdout, stderr and the exit code.",
                 input_schema: r#"{"type":"object","properties":{"code":{"type":"string"},"timeout_s":{"type":"integer","minimum":1,"maximum":60,"default":10}},"required":["code"]}"#,
             },
             ToolDef {
@@ -143,10 +141,7 @@ impl AgentDef {
 
     /// The `tools` list of the dispatch-state dict (names and descriptions only).
     pub fn tool_summaries(&self) -> Vec<Value> {
-        self.tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description}))
-            .collect()
+        self.tools.iter().map(|t| json!({"name": t.name, "description": t.description})).collect()
     }
 
     pub fn caps(&self) -> Value {

@@ -84,10 +84,7 @@ impl Sql for SpinSql {
 }
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 fn sleep_ms(ms: u64) {
@@ -120,10 +117,7 @@ fn header_values(req: &IncomingRequest, name: &str) -> Vec<Vec<u8>> {
 }
 
 fn headers(list: &[(&str, &str)]) -> Fields {
-    let entries: Vec<(String, Vec<u8>)> = list
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
-        .collect();
+    let entries: Vec<(String, Vec<u8>)> = list.iter().map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec())).collect();
     Fields::from_list(&entries).unwrap_or_else(|_| Fields::new())
 }
 
@@ -152,8 +146,7 @@ async fn read_body(req: IncomingRequest) -> Result<Vec<u8>, ApiError> {
     let mut stream = req.into_body_stream();
     let mut body = Vec::new();
     while let Some(chunk) = stream.next().await {
-        let chunk =
-            chunk.map_err(|_| ApiError::BadRequest("could not read the request body".into()))?;
+        let chunk = chunk.map_err(|_| ApiError::BadRequest("could not read the request body".into()))?;
         if body.len() + chunk.len() > MAX_BODY {
             return Err(ApiError::BadRequest("request body too large".into()));
         }
@@ -167,10 +160,7 @@ fn start_sse(
     out: ResponseOutparam,
     extra: &[(&str, &str)],
 ) -> impl futures::Sink<Vec<u8>, Error = wasi::io::streams::StreamError> {
-    let mut list = vec![
-        ("content-type", "text/event-stream"),
-        ("cache-control", "no-cache"),
-    ];
+    let mut list = vec![("content-type", "text/event-stream"), ("cache-control", "no-cache")];
     list.extend_from_slice(extra);
     let resp = OutgoingResponse::new(headers(&list));
     let _ = resp.set_status_code(200);
@@ -191,14 +181,8 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
 
     let authorized = match route.scope() {
         Scope::Public | Scope::Own => true,
-        Scope::Consumer => bearer_ok(
-            &header_values(&req, "authorization"),
-            &variable("consumer_key"),
-        ),
-        Scope::Admin => bearer_ok(
-            &header_values(&req, "authorization"),
-            &variable("admin_key"),
-        ),
+        Scope::Consumer => bearer_ok(&header_values(&req, "authorization"), &variable("consumer_key")),
+        Scope::Admin => bearer_ok(&header_values(&req, "authorization"), &variable("admin_key")),
     };
     if !authorized {
         return send_error(out, ApiError::Unauthorized).await;
@@ -216,18 +200,15 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
                 Err(e) => send_error(out, e).await,
             };
         }
-        Route::ChatCompletions {
-            tenant_slug,
-            gateway_slug,
-        } => return chat_completions(req, out, &tenant_slug, &gateway_slug).await,
+        Route::ChatCompletions { tenant_slug, gateway_slug } => {
+            return chat_completions(req, out, &tenant_slug, &gateway_slug).await
+        }
         _ => {}
     }
 
     if route == Route::Agents {
-        let agents: Vec<Value> = AGENTS
-            .iter()
-            .map(|a| json!({ "agent_id": a.id, "display_name": a.display_name }))
-            .collect();
+        let agents: Vec<Value> =
+            AGENTS.iter().map(|a| json!({ "agent_id": a.id, "display_name": a.display_name })).collect();
         return send_json(out, 200, &json!({ "agents": agents }), &[]).await;
     }
 
@@ -239,10 +220,7 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let mut rng = seeded_rng();
 
     match route {
-        Route::Agents
-        | Route::BraveSearch
-        | Route::LinkupSearch
-        | Route::ChatCompletions { .. } => unreachable!(),
+        Route::Agents | Route::BraveSearch | Route::LinkupSearch | Route::ChatCompletions { .. } => unreachable!(),
         Route::CreateSession => {
             let result = match read_body(req).await {
                 Ok(body) => sim.create_session(&body, now_ms(), &mut rng),
@@ -269,10 +247,7 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
                 Err(e) => send_error(out, e).await,
             }
         }
-        Route::CancelTurn {
-            session_id,
-            turn_id,
-        } => match sim.cancel(&session_id, &turn_id, now_ms()) {
+        Route::CancelTurn { session_id, turn_id } => match sim.cancel(&session_id, &turn_id, now_ms()) {
             Ok(()) => send_json(out, 202, &json!({}), &[]).await,
             Err(e) => send_error(out, e).await,
         },
@@ -289,10 +264,8 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
             Err(e) => send_error(out, e).await,
         },
         Route::AdminEvents => {
-            let last_event_id = header_values(&req, "last-event-id")
-                .into_iter()
-                .next()
-                .and_then(|v| String::from_utf8(v).ok());
+            let last_event_id =
+                header_values(&req, "last-event-id").into_iter().next().and_then(|v| String::from_utf8(v).ok());
             drop(req);
             stream_admin(out, &sim, last_event_id).await
         }
@@ -321,12 +294,7 @@ fn wait_unless_cancelled(sim: &Sim<SpinKv>, t: &TurnTicket, ms: u64, last_beat: 
     }
 }
 
-async fn stream_turn(
-    out: ResponseOutparam,
-    sim: &Sim<'_, SpinKv>,
-    ticket: TurnTicket,
-    rng: &mut Rng,
-) {
+async fn stream_turn(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, ticket: TurnTicket, rng: &mut Rng) {
     let mut body = start_sse(out, &[]);
     let script = turn::script(ticket.agent, &ticket.text, &ticket.turn_id, rng);
     let mut last_beat = ticket.started_at_ms;
@@ -335,20 +303,14 @@ async fn stream_turn(
         if !first && wait_unless_cancelled(sim, &ticket, ev.delay_ms, &mut last_beat) {
             sim.finish_turn(&ticket, "cancelled", now_ms(), rng);
             let c = turn::cancelled_event(&ticket.turn_id);
-            let _ = body
-                .send(sse::json_frame(None, c.event, &c.data).into_bytes())
-                .await;
+            let _ = body.send(sse::json_frame(None, c.event, &c.data).into_bytes()).await;
             return;
         }
         if ev.is_terminal() {
             // Clear the running flag before the client can see the end of the turn.
             sim.finish_turn(&ticket, script.status, now_ms(), rng);
         }
-        if body
-            .send(sse::json_frame(None, ev.event, &ev.data).into_bytes())
-            .await
-            .is_err()
-        {
+        if body.send(sse::json_frame(None, ev.event, &ev.data).into_bytes()).await.is_err() {
             if !ev.is_terminal() {
                 sim.finish_turn(&ticket, "disconnected", now_ms(), rng);
             }
@@ -361,17 +323,9 @@ async fn stream_admin(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, last_event_i
     let mut body = start_sse(out, &[]);
     let mut sessions = sim.session_ids();
     let mut refreshed_at = now_ms();
-    let (mut stream, replay) = AdminStream::start(
-        last_event_id.as_deref(),
-        refreshed_at,
-        live_sessions(&sessions),
-    );
+    let (mut stream, replay) = AdminStream::start(last_event_id.as_deref(), refreshed_at, live_sessions(&sessions));
     for ev in replay {
-        if body
-            .send(sse::json_frame(Some(ev.id), ev.event, &ev.data).into_bytes())
-            .await
-            .is_err()
-        {
+        if body.send(sse::json_frame(Some(ev.id), ev.event, &ev.data).into_bytes()).await.is_err() {
             return;
         }
     }
@@ -383,11 +337,7 @@ async fn stream_admin(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, last_event_i
         }
         let ev = stream.next(now, live_sessions(&sessions));
         sleep_ms(ev.at_ms.saturating_sub(now_ms()));
-        if body
-            .send(sse::json_frame(Some(ev.id), ev.event, &ev.data).into_bytes())
-            .await
-            .is_err()
-        {
+        if body.send(sse::json_frame(Some(ev.id), ev.event, &ev.data).into_bytes()).await.is_err() {
             return;
         }
     }
@@ -396,11 +346,7 @@ async fn stream_admin(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, last_event_i
 /// A provider answer, after its scripted delay.
 async fn send_reply(out: ResponseOutparam, reply: Reply) {
     sleep_ms(reply.delay_ms);
-    let list: Vec<(&str, &str)> = reply
-        .headers
-        .iter()
-        .map(|(k, v)| (*k, v.as_str()))
-        .collect();
+    let list: Vec<(&str, &str)> = reply.headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let resp = OutgoingResponse::new(headers(&list));
     let _ = resp.set_status_code(reply.status);
     let _ = out.set_with_body(resp, reply.body).await;
@@ -414,12 +360,7 @@ async fn send_inference_error(out: ResponseOutparam, err: InferenceError) {
 /// refusal sent) before the body is read and before any byte of a reply; then the trace
 /// row and its first steps are written, the reply streams, and the last steps are written
 /// before the final chunk, so a client that has seen `[DONE]` finds the trace complete.
-async fn chat_completions(
-    req: IncomingRequest,
-    out: ResponseOutparam,
-    tenant: &str,
-    gateway: &str,
-) {
+async fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &str, gateway: &str) {
     let started = now_ms();
     let token = match inference::request_token(&header_values(&req, "authorization")) {
         Ok(t) => t,
@@ -461,11 +402,7 @@ async fn chat_completions(
         eprintln!("simulator: could not start the trace: {e}");
         return send_inference_error(out, InferenceError::Internal).await;
     }
-    let mut trace = TraceWriter {
-        db: &db,
-        trace_id: trace_id.clone(),
-        next_seq: 0,
-    };
+    let mut trace = TraceWriter { db: &db, trace_id: trace_id.clone(), next_seq: 0 };
     let facts = TraceFacts {
         tenant_slug: tenant,
         gateway_slug: gateway,
@@ -489,9 +426,7 @@ async fn chat_completions(
         let generating = now_ms();
         sleep_ms(deltas.iter().map(|d| d.delay_ms).sum::<u64>().min(5_000));
         let done = now_ms();
-        trace.step(&inference::response_step(
-            false, generating, done, None, 1, &text, true,
-        ));
+        trace.step(&inference::response_step(false, generating, done, None, 1, &text, true));
         trace.step(&inference::complete_step(done, started, "stop", &usage));
         trace.finish(now_ms(), "ok");
         let body = inference::completion(&completion_id, created_s, &model, &text, &usage);
@@ -505,21 +440,9 @@ async fn chat_completions(
     for (i, delta) in deltas.iter().enumerate() {
         sleep_ms(delta.delay_ms);
         let chunk = inference::content_chunk(&completion_id, created_s, &model, i, &delta.text);
-        if body
-            .send(inference::data_frame(&chunk).into_bytes())
-            .await
-            .is_err()
-        {
+        if body.send(inference::data_frame(&chunk).into_bytes()).await.is_err() {
             let gone = now_ms();
-            trace.step(&inference::response_step(
-                true,
-                streaming,
-                gone,
-                first_delta,
-                i,
-                &sent,
-                false,
-            ));
+            trace.step(&inference::response_step(true, streaming, gone, first_delta, i, &sent, false));
             trace.finish(gone, "disconnected");
             return;
         }
@@ -527,23 +450,11 @@ async fn chat_completions(
         sent.push_str(&delta.text);
     }
     let streamed = now_ms();
-    trace.step(&inference::response_step(
-        true,
-        streaming,
-        streamed,
-        first_delta,
-        deltas.len(),
-        &sent,
-        true,
-    ));
+    trace.step(&inference::response_step(true, streaming, streamed, first_delta, deltas.len(), &sent, true));
     trace.step(&inference::complete_step(now_ms(), started, "stop", &usage));
     trace.finish(now_ms(), "ok");
     let stop = inference::stop_chunk(&completion_id, created_s, &model);
-    if body
-        .send(inference::data_frame(&stop).into_bytes())
-        .await
-        .is_ok()
-    {
+    if body.send(inference::data_frame(&stop).into_bytes()).await.is_ok() {
         let _ = body.send(inference::DONE_FRAME.as_bytes().to_vec()).await;
     }
 }

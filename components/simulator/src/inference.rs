@@ -33,9 +33,8 @@ pub const QUOTE_CHARS: usize = 160;
 
 /// Is `t` exactly `myra_` + 64 lowercase hex digits?
 pub fn is_token(t: &str) -> bool {
-    t.strip_prefix(TOKEN_PREFIX).is_some_and(|h| {
-        h.len() == TOKEN_HEX_DIGITS && h.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
-    })
+    t.strip_prefix(TOKEN_PREFIX)
+        .is_some_and(|h| h.len() == TOKEN_HEX_DIGITS && h.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')))
 }
 
 /// Lowercase hex SHA-256 of the whole token string: the `gateway_tokens.token_hash` key.
@@ -76,15 +75,11 @@ impl InferenceError {
     pub fn body(&self) -> Value {
         let (code, message) = match self {
             InferenceError::InvalidToken(m) => ("invalid_token", (*m).to_owned()),
-            InferenceError::TokenExpired => (
-                "token_expired",
-                "the gateway token has expired; mint a new one".to_owned(),
-            ),
+            InferenceError::TokenExpired => {
+                ("token_expired", "the gateway token has expired; mint a new one".to_owned())
+            }
             InferenceError::BadRequest(m) => ("invalid_request", m.clone()),
-            InferenceError::Internal => (
-                "internal_error",
-                "the simulator could not answer".to_owned(),
-            ),
+            InferenceError::Internal => ("internal_error", "the simulator could not answer".to_owned()),
         };
         json!({ "error": { "code": code, "message": message } })
     }
@@ -92,15 +87,12 @@ impl InferenceError {
 
 /// The token of the request's `Authorization` values: exactly one `Bearer myra_…`.
 pub fn request_token(auth_values: &[Vec<u8>]) -> Result<String, InferenceError> {
-    let key = crate::providers::bearer_key(auth_values).ok_or(InferenceError::InvalidToken(
-        "a Bearer gateway token is required",
-    ))?;
+    let key = crate::providers::bearer_key(auth_values)
+        .ok_or(InferenceError::InvalidToken("a Bearer gateway token is required"))?;
     if is_token(&key) {
         Ok(key)
     } else {
-        Err(InferenceError::InvalidToken(
-            "the bearer is not a gateway token",
-        ))
+        Err(InferenceError::InvalidToken("the bearer is not a gateway token"))
     }
 }
 
@@ -120,11 +112,7 @@ pub struct ChatRequest {
 impl ChatRequest {
     /// The last user message.
     pub fn prompt(&self) -> &str {
-        self.messages
-            .iter()
-            .rev()
-            .find(|m| m.role == "user")
-            .map_or("", |m| m.content.as_str())
+        self.messages.iter().rev().find(|m| m.role == "user").map_or("", |m| m.content.as_str())
     }
 }
 
@@ -140,19 +128,14 @@ fn content_text(v: Option<&Value>) -> Result<String, InferenceError> {
         Some(Value::Array(parts)) => {
             let mut out = String::new();
             for p in parts {
-                match (
-                    p.get("type").and_then(Value::as_str),
-                    p.get("text").and_then(Value::as_str),
-                ) {
+                match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
                     (Some("text"), Some(t)) => out.push_str(t),
                     _ => return Err(bad("only text content parts are supported")),
                 }
             }
             Ok(out)
         }
-        Some(_) => Err(bad(
-            "message content must be a string or a list of text parts",
-        )),
+        Some(_) => Err(bad("message content must be a string or a list of text parts")),
     }
 }
 
@@ -184,25 +167,14 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest, InferenceError> {
     for m in list {
         let role = match m.get("role").and_then(Value::as_str) {
             Some(r @ ("system" | "developer" | "user" | "assistant" | "tool")) => r.to_owned(),
-            _ => {
-                return Err(bad(
-                    "every message needs a role: system, developer, user, assistant or tool",
-                ))
-            }
+            _ => return Err(bad("every message needs a role: system, developer, user, assistant or tool")),
         };
-        messages.push(Message {
-            role,
-            content: content_text(m.get("content"))?,
-        });
+        messages.push(Message { role, content: content_text(m.get("content"))? });
     }
     if !messages.iter().any(|m| m.role == "user") {
         return Err(bad("messages must include a user message"));
     }
-    Ok(ChatRequest {
-        model,
-        messages,
-        stream,
-    })
+    Ok(ChatRequest { model, messages, stream })
 }
 
 /// One content delta and the wait before it.
@@ -275,10 +247,7 @@ pub fn script(text: &str, slow: bool, rng: &mut Rng) -> Vec<Delta> {
             (false, true) => rng.range(80, 160),
             (false, false) => rng.range(15, 45),
         };
-        deltas.push(Delta {
-            delay_ms,
-            text: piece,
-        });
+        deltas.push(Delta { delay_ms, text: piece });
         i += n;
     }
     deltas
@@ -299,13 +268,7 @@ pub fn trace_id(rng: &mut Rng) -> String {
 }
 
 /// One `chat.completion.chunk`.
-pub fn chunk(
-    id: &str,
-    created_s: u64,
-    model: &str,
-    delta: Value,
-    finish_reason: Option<&str>,
-) -> Value {
+pub fn chunk(id: &str, created_s: u64, model: &str, delta: Value, finish_reason: Option<&str>) -> Value {
     json!({
         "id": id,
         "object": "chat.completion.chunk",
@@ -317,11 +280,7 @@ pub fn chunk(
 
 /// The content chunk for delta number `index` (the first also names the role).
 pub fn content_chunk(id: &str, created_s: u64, model: &str, index: usize, text: &str) -> Value {
-    let delta = if index == 0 {
-        json!({ "role": "assistant", "content": text })
-    } else {
-        json!({ "content": text })
-    };
+    let delta = if index == 0 { json!({ "role": "assistant", "content": text }) } else { json!({ "content": text }) };
     chunk(id, created_s, model, delta, None)
 }
 
@@ -331,10 +290,7 @@ pub fn stop_chunk(id: &str, created_s: u64, model: &str) -> Value {
 
 /// `data: <compact JSON>\n\n` (compact JSON has no raw line breaks).
 pub fn data_frame(value: &Value) -> String {
-    format!(
-        "data: {}\n\n",
-        serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
-    )
+    format!("data: {}\n\n", serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned()))
 }
 
 pub const DONE_FRAME: &str = "data: [DONE]\n\n";
@@ -353,11 +309,7 @@ pub struct Usage {
 impl Usage {
     pub fn of(req: &ChatRequest, reply: &str) -> Usage {
         Usage {
-            prompt_tokens: req
-                .messages
-                .iter()
-                .map(|m| estimate_tokens(&m.content) + 4)
-                .sum(),
+            prompt_tokens: req.messages.iter().map(|m| estimate_tokens(&m.content) + 4).sum(),
             completion_tokens: estimate_tokens(reply),
         }
     }
@@ -442,12 +394,8 @@ pub fn route_step(f: &TraceFacts, started_ms: u64, ended_ms: u64) -> Step {
 
 /// `model.request`: what was asked, the prompt included.
 pub fn model_request_step(f: &TraceFacts, started_ms: u64, ended_ms: u64) -> Step {
-    let messages: Vec<Value> = f
-        .request
-        .messages
-        .iter()
-        .map(|m| json!({ "role": m.role, "content": m.content }))
-        .collect();
+    let messages: Vec<Value> =
+        f.request.messages.iter().map(|m| json!({ "role": m.role, "content": m.content })).collect();
     Step {
         name: "model.request",
         started_at_ms: started_ms,
@@ -481,21 +429,11 @@ pub fn response_step(
     if let Some(first) = first_delta_ms {
         data["time_to_first_token_ms"] = json!(first.saturating_sub(started_ms));
     }
-    Step {
-        name: if streamed { "stream" } else { "generate" },
-        started_at_ms: started_ms,
-        ended_at_ms: ended_ms,
-        data,
-    }
+    Step { name: if streamed { "stream" } else { "generate" }, started_at_ms: started_ms, ended_at_ms: ended_ms, data }
 }
 
 /// `complete`: how it ended.
-pub fn complete_step(
-    at_ms: u64,
-    request_started_ms: u64,
-    finish_reason: &str,
-    usage: &Usage,
-) -> Step {
+pub fn complete_step(at_ms: u64, request_started_ms: u64, finish_reason: &str, usage: &Usage) -> Step {
     Step {
         name: "complete",
         started_at_ms: at_ms,
@@ -529,14 +467,8 @@ mod tests {
     #[test]
     fn token_hash_is_sha256_hex_of_the_whole_token() {
         // Known vectors.
-        assert_eq!(
-            token_hash(""),
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        );
-        assert_eq!(
-            token_hash("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(token_hash(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        assert_eq!(token_hash("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         let h = token_hash(TOKEN);
         assert_eq!(h.len(), 64);
         assert!(h.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
@@ -546,21 +478,11 @@ mod tests {
     #[test]
     fn request_tokens() {
         let h = |s: &str| vec![s.as_bytes().to_vec()];
-        assert_eq!(
-            request_token(&h(&format!("Bearer {TOKEN}"))),
-            Ok(TOKEN.to_owned())
-        );
-        assert_eq!(
-            request_token(&h(&format!("bearer  {TOKEN} "))),
-            Ok(TOKEN.to_owned())
-        );
-        for bad in [
-            String::new(),
-            TOKEN.to_owned(),
-            format!("Basic {TOKEN}"),
-            "Bearer myra_12".into(),
-            "Bearer sk-abc".into(),
-        ] {
+        assert_eq!(request_token(&h(&format!("Bearer {TOKEN}"))), Ok(TOKEN.to_owned()));
+        assert_eq!(request_token(&h(&format!("bearer  {TOKEN} "))), Ok(TOKEN.to_owned()));
+        for bad in
+            [String::new(), TOKEN.to_owned(), format!("Basic {TOKEN}"), "Bearer myra_12".into(), "Bearer sk-abc".into()]
+        {
             let err = request_token(&h(&bad)).unwrap_err();
             assert_eq!(err.status(), 401);
             assert_eq!(err.body()["error"]["code"], "invalid_token");
@@ -573,16 +495,8 @@ mod tests {
     #[test]
     fn error_bodies() {
         let e = InferenceError::TokenExpired;
-        assert_eq!(
-            (e.status(), e.body()["error"]["code"].as_str()),
-            (401, Some("token_expired"))
-        );
-        let keys: Vec<_> = e.body()["error"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .cloned()
-            .collect();
+        assert_eq!((e.status(), e.body()["error"]["code"].as_str()), (401, Some("token_expired")));
+        let keys: Vec<_> = e.body()["error"].as_object().unwrap().keys().cloned().collect();
         assert_eq!(keys, ["code", "message"]);
         assert_eq!(InferenceError::BadRequest("x".into()).status(), 400);
         assert_eq!(InferenceError::Internal.status(), 500);
@@ -590,15 +504,15 @@ mod tests {
 
     #[test]
     fn chat_bodies() {
-        let r = parse_chat(br#"{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"stream":true}"#).unwrap();
+        let r = parse_chat(
+            br#"{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"stream":true}"#,
+        )
+        .unwrap();
         assert_eq!(r.model, DEFAULT_MODEL);
         assert!(r.stream);
         assert_eq!(r.prompt(), "hi");
         let r = parse_chat(br#"{"model":"m1","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":null},{"role":"user","content":"last"}]}"#).unwrap();
-        assert_eq!(
-            (r.model.as_str(), r.stream, r.prompt()),
-            ("m1", false, "last")
-        );
+        assert_eq!((r.model.as_str(), r.stream, r.prompt()), ("m1", false, "last"));
         assert_eq!(r.messages[0].content, "ab");
         for bad in [
             &b"nope"[..],
@@ -618,8 +532,7 @@ mod tests {
             assert_eq!(e.status(), 400, "{}", String::from_utf8_lossy(bad));
             assert_eq!(e.body()["error"]["code"], "invalid_request");
         }
-        let long_model =
-            json!({"model": "m".repeat(129), "messages": [{"role": "user", "content": "x"}]});
+        let long_model = json!({"model": "m".repeat(129), "messages": [{"role": "user", "content": "x"}]});
         assert!(parse_chat(long_model.to_string().as_bytes()).is_err());
     }
 
@@ -629,16 +542,10 @@ mod tests {
         let prompt = "What is <b>Rust</b>?\nTell me \"everything\"";
         let text = reply_text(prompt, "acme", "main", "m1", &mut rng);
         assert!(text.contains("acme/main (m1)"));
-        assert!(
-            text.contains("What is <b>Rust</b>? Tell me \"everything\""),
-            "{text}"
-        );
+        assert!(text.contains("What is <b>Rust</b>? Tell me \"everything\""), "{text}");
         let deltas = script(&text, false, &mut rng);
         assert!(deltas.len() >= 10, "{deltas:?}");
-        assert_eq!(
-            deltas.iter().map(|d| d.text.as_str()).collect::<String>(),
-            text
-        );
+        assert_eq!(deltas.iter().map(|d| d.text.as_str()).collect::<String>(), text);
         assert!(deltas.iter().all(|d| !d.text.is_empty()));
         assert!((80..160).contains(&deltas[0].delay_ms));
         assert!(deltas[1..].iter().all(|d| (15..45).contains(&d.delay_ms)));
@@ -649,10 +556,7 @@ mod tests {
         assert!(slow_requested("please SIM:SLOW"));
         assert!(!slow_requested("slow"));
         // Stable for a seed.
-        assert_eq!(
-            reply_text("x", "a", "b", "c", &mut Rng::new(1)),
-            reply_text("x", "a", "b", "c", &mut Rng::new(1))
-        );
+        assert_eq!(reply_text("x", "a", "b", "c", &mut Rng::new(1)), reply_text("x", "a", "b", "c", &mut Rng::new(1)));
         // Long prompts are quoted shortened.
         let long = "word ".repeat(200);
         let t = reply_text(&long, "a", "b", "c", &mut Rng::new(2));
@@ -689,13 +593,7 @@ mod tests {
     fn completion_and_usage() {
         let req = parse_chat(br#"{"messages":[{"role":"user","content":"12345678"}]}"#).unwrap();
         let usage = Usage::of(&req, "abcd");
-        assert_eq!(
-            usage,
-            Usage {
-                prompt_tokens: 6,
-                completion_tokens: 1
-            }
-        );
+        assert_eq!(usage, Usage { prompt_tokens: 6, completion_tokens: 1 });
         let c = completion("chatcmpl-1", 5, "m", "abcd", &usage);
         assert_eq!(c["object"], "chat.completion");
         assert_eq!(c["choices"][0]["message"]["content"], "abcd");
@@ -704,7 +602,8 @@ mod tests {
 
     #[test]
     fn trace_steps() {
-        let req = parse_chat(br#"{"model":"m1","messages":[{"role":"user","content":"hello <there>"}],"stream":true}"#).unwrap();
+        let req = parse_chat(br#"{"model":"m1","messages":[{"role":"user","content":"hello <there>"}],"stream":true}"#)
+            .unwrap();
         let facts = TraceFacts {
             tenant_slug: "acme",
             gateway_slug: "main",
@@ -715,10 +614,7 @@ mod tests {
             completion_id: "chatcmpl-1",
         };
         let auth = auth_step(&facts, 10, 12);
-        assert_eq!(
-            (auth.name, auth.started_at_ms, auth.ended_at_ms),
-            ("auth", 10, 12)
-        );
+        assert_eq!((auth.name, auth.started_at_ms, auth.ended_at_ms), ("auth", 10, 12));
         assert_eq!(auth.data["token_expires_at"], "2023-11-14T22:43:20.000Z");
         assert!(!auth.data.to_string().contains("myra_"));
         let route = route_step(&facts, 12, 13);
@@ -731,16 +627,10 @@ mod tests {
         assert_eq!(stream.name, "stream");
         assert_eq!(stream.data["response"], "Hi there");
         assert_eq!(stream.data["time_to_first_token_ms"], 15);
-        assert_eq!(
-            response_step(false, 1, 2, None, 1, "x", true).name,
-            "generate"
-        );
+        assert_eq!(response_step(false, 1, 2, None, 1, "x", true).name, "generate");
         let usage = Usage::of(&req, "Hi there");
         let done = complete_step(95, 10, "stop", &usage);
-        assert_eq!(
-            (done.name, done.data["duration_ms"].as_u64()),
-            ("complete", Some(85))
-        );
+        assert_eq!((done.name, done.data["duration_ms"].as_u64()), ("complete", Some(85)));
         assert_eq!(done.data["finish_reason"], "stop");
     }
 }

@@ -96,18 +96,12 @@ pub fn authorize(
         return Err(InferenceError::Internal);
     };
     if t_slug != tenant_slug || g_slug != gateway_slug {
-        return Err(InferenceError::InvalidToken(
-            "the token does not belong to this gateway",
-        ));
+        return Err(InferenceError::InvalidToken("the token does not belong to this gateway"));
     }
     if expires_at_s <= now_s {
         return Err(InferenceError::TokenExpired);
     }
-    Ok(Grant {
-        gateway_id,
-        kind: col(1).text().unwrap_or("playground").to_owned(),
-        expires_at_s,
-    })
+    Ok(Grant { gateway_id, kind: col(1).text().unwrap_or("playground").to_owned(), expires_at_s })
 }
 
 fn ms(v: u64) -> SqlVal {
@@ -153,20 +147,11 @@ pub fn add_step(db: &dyn Sql, trace_id: &str, seq: u32, step: &Step) -> Result<(
     )
 }
 
-pub fn finish_trace(
-    db: &dyn Sql,
-    trace_id: &str,
-    ended_at_ms: u64,
-    status: &str,
-) -> Result<(), String> {
+pub fn finish_trace(db: &dyn Sql, trace_id: &str, ended_at_ms: u64, status: &str) -> Result<(), String> {
     write(
         db,
         "UPDATE traces SET ended_at = ?, status = ? WHERE id = ?",
-        &[
-            ms(ended_at_ms),
-            SqlVal::Text(status.to_owned()),
-            SqlVal::Text(trace_id.to_owned()),
-        ],
+        &[ms(ended_at_ms), SqlVal::Text(status.to_owned()), SqlVal::Text(trace_id.to_owned())],
     )
 }
 
@@ -241,9 +226,7 @@ mod tests {
             let conn = self.0.lock().unwrap();
             let mut stmt = conn.prepare(sql).map_err(|e| e.to_string())?;
             let width = stmt.column_count();
-            let mut rows = stmt
-                .query(rusqlite::params_from_iter(params.iter().map(P)))
-                .map_err(|e| e.to_string())?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(params.iter().map(P))).map_err(|e| e.to_string())?;
             let mut out = Vec::new();
             while let Some(row) = rows.next().map_err(|e| e.to_string())? {
                 out.push(
@@ -252,9 +235,7 @@ mod tests {
                             ValueRef::Null => SqlVal::Null,
                             ValueRef::Integer(v) => SqlVal::Int(v),
                             ValueRef::Real(v) => SqlVal::Real(v),
-                            ValueRef::Text(t) => {
-                                SqlVal::Text(String::from_utf8_lossy(t).into_owned())
-                            }
+                            ValueRef::Text(t) => SqlVal::Text(String::from_utf8_lossy(t).into_owned()),
                             ValueRef::Blob(b) => SqlVal::Blob(b.to_vec()),
                         })
                         .collect(),
@@ -290,72 +271,28 @@ mod tests {
     fn a_valid_token_for_its_own_gateway_is_granted() {
         let db = db();
         let grant = authorize(&db, &token_hash(T1), "acme", "main", NOW).unwrap();
-        assert_eq!(
-            grant,
-            Grant {
-                gateway_id: "gw_main".into(),
-                kind: "playground".into(),
-                expires_at_s: NOW + 1800
-            }
-        );
+        assert_eq!(grant, Grant { gateway_id: "gw_main".into(), kind: "playground".into(), expires_at_s: NOW + 1800 });
         // Valid while now < expires_at.
         assert!(authorize(&db, &token_hash(T1), "acme", "main", NOW + 1799).is_ok());
-        assert_eq!(
-            authorize(&db, &token_hash(T1), "acme", "main", NOW + 1800),
-            Err(InferenceError::TokenExpired)
-        );
+        assert_eq!(authorize(&db, &token_hash(T1), "acme", "main", NOW + 1800), Err(InferenceError::TokenExpired));
     }
 
     #[test]
     fn unknown_wrong_gateway_and_expired_tokens_are_refused() {
         let db = db();
-        let invalid =
-            |r: Result<Grant, InferenceError>| matches!(r, Err(InferenceError::InvalidToken(_)));
-        assert!(invalid(authorize(
-            &db,
-            &token_hash("myra_nope"),
-            "acme",
-            "main",
-            NOW
-        )));
+        let invalid = |r: Result<Grant, InferenceError>| matches!(r, Err(InferenceError::InvalidToken(_)));
+        assert!(invalid(authorize(&db, &token_hash("myra_nope"), "acme", "main", NOW)));
         // Another gateway of the same tenant, the same gateway slug of another tenant.
-        assert!(invalid(authorize(
-            &db,
-            &token_hash(T1),
-            "acme",
-            "second",
-            NOW
-        )));
-        assert!(invalid(authorize(
-            &db,
-            &token_hash(T1),
-            "euco",
-            "main",
-            NOW
-        )));
+        assert!(invalid(authorize(&db, &token_hash(T1), "acme", "second", NOW)));
+        assert!(invalid(authorize(&db, &token_hash(T1), "euco", "main", NOW)));
         // The raw token is not the key: only its hash is.
         assert!(invalid(authorize(&db, T1, "acme", "main", NOW)));
         // Expired on its own gateway; on another gateway it says nothing about expiry.
-        assert_eq!(
-            authorize(&db, &token_hash(T2), "acme", "second", NOW),
-            Err(InferenceError::TokenExpired)
-        );
-        assert!(invalid(authorize(
-            &db,
-            &token_hash(T2),
-            "acme",
-            "main",
-            NOW
-        )));
+        assert_eq!(authorize(&db, &token_hash(T2), "acme", "second", NOW), Err(InferenceError::TokenExpired));
+        assert!(invalid(authorize(&db, &token_hash(T2), "acme", "main", NOW)));
         // Injection-shaped slugs and hashes are only ever compared.
         assert!(invalid(authorize(&db, "' OR 1=1 --", "acme", "main", NOW)));
-        assert!(invalid(authorize(
-            &db,
-            &token_hash(T1),
-            "acme' --",
-            "main",
-            NOW
-        )));
+        assert!(invalid(authorize(&db, &token_hash(T1), "acme' --", "main", NOW)));
     }
 
     #[test]
@@ -371,18 +308,10 @@ mod tests {
     fn a_trace_and_its_ordered_steps_are_written() {
         let db = db();
         start_trace(&db, "tr_1", "gw_main", 1_000, "m1").unwrap();
-        let mut w = TraceWriter {
-            db: &db,
-            trace_id: "tr_1".into(),
-            next_seq: 0,
-        };
-        for (name, at) in [
-            ("auth", 1_000u64),
-            ("route", 1_002),
-            ("model.request", 1_003),
-            ("stream", 1_010),
-            ("complete", 1_900),
-        ] {
+        let mut w = TraceWriter { db: &db, trace_id: "tr_1".into(), next_seq: 0 };
+        for (name, at) in
+            [("auth", 1_000u64), ("route", 1_002), ("model.request", 1_003), ("stream", 1_010), ("complete", 1_900)]
+        {
             w.step(&Step {
                 name,
                 started_at_ms: at,
@@ -390,63 +319,30 @@ mod tests {
                 data: json!({"name": name, "text": "it's \"quoted\""}),
             });
         }
-        let running = db
-            .query(
-                "SELECT status, ended_at, model FROM traces WHERE id = 'tr_1'",
-                &[],
-            )
-            .unwrap();
-        assert_eq!(
-            running[0],
-            vec![
-                SqlVal::Text("running".into()),
-                SqlVal::Null,
-                SqlVal::Text("m1".into())
-            ]
-        );
+        let running = db.query("SELECT status, ended_at, model FROM traces WHERE id = 'tr_1'", &[]).unwrap();
+        assert_eq!(running[0], vec![SqlVal::Text("running".into()), SqlVal::Null, SqlVal::Text("m1".into())]);
         w.finish(1_901, "ok");
-        let trace = db
-            .query(
-                "SELECT gateway_id, started_at, ended_at, status FROM traces WHERE id = 'tr_1'",
-                &[],
-            )
-            .unwrap();
+        let trace =
+            db.query("SELECT gateway_id, started_at, ended_at, status FROM traces WHERE id = 'tr_1'", &[]).unwrap();
         assert_eq!(
             trace[0],
-            vec![
-                SqlVal::Text("gw_main".into()),
-                SqlVal::Int(1_000),
-                SqlVal::Int(1_901),
-                SqlVal::Text("ok".into())
-            ]
+            vec![SqlVal::Text("gw_main".into()), SqlVal::Int(1_000), SqlVal::Int(1_901), SqlVal::Text("ok".into())]
         );
-        let steps = db.query("SELECT seq, name, started_at, ended_at, data FROM trace_steps WHERE trace_id = 'tr_1' ORDER BY seq", &[]).unwrap();
+        let steps = db
+            .query(
+                "SELECT seq, name, started_at, ended_at, data FROM trace_steps WHERE trace_id = 'tr_1' ORDER BY seq",
+                &[],
+            )
+            .unwrap();
         let names: Vec<_> = steps.iter().map(|r| r[1].clone()).collect();
-        assert_eq!(
-            names,
-            ["auth", "route", "model.request", "stream", "complete"]
-                .map(|n| SqlVal::Text(n.into()))
-        );
+        assert_eq!(names, ["auth", "route", "model.request", "stream", "complete"].map(|n| SqlVal::Text(n.into())));
         assert_eq!(steps[4][0], SqlVal::Int(4));
         assert_eq!(steps[3][2], SqlVal::Int(1_010));
-        let SqlVal::Text(data) = &steps[0][4] else {
-            panic!()
-        };
-        assert_eq!(
-            serde_json::from_str::<serde_json::Value>(data).unwrap()["text"],
-            "it's \"quoted\""
-        );
+        let SqlVal::Text(data) = &steps[0][4] else { panic!() };
+        assert_eq!(serde_json::from_str::<serde_json::Value>(data).unwrap()["text"], "it's \"quoted\"");
         // A duplicate seq fails on the primary key and is only logged.
         w.next_seq = 0;
-        w.step(&Step {
-            name: "auth",
-            started_at_ms: 0,
-            ended_at_ms: 0,
-            data: json!({}),
-        });
-        assert_eq!(
-            db.query("SELECT COUNT(*) FROM trace_steps", &[]).unwrap()[0][0],
-            SqlVal::Int(5)
-        );
+        w.step(&Step { name: "auth", started_at_ms: 0, ended_at_ms: 0, data: json!({}) });
+        assert_eq!(db.query("SELECT COUNT(*) FROM trace_steps", &[]).unwrap()[0][0], SqlVal::Int(5));
     }
 }

@@ -79,18 +79,12 @@ pub fn switches(q: &str) -> Switches {
         .filter_map(|(word, f)| lower.find(word).map(|at| (at, *f)))
         .min_by_key(|(at, _)| *at)
         .map(|(_, f)| f);
-    Switches {
-        slow: lower.contains("sim:slow"),
-        failure,
-    }
+    Switches { slow: lower.contains("sim:slow"), failure }
 }
 
 /// The query without its `sim:` words, whitespace collapsed; `search` when nothing is left.
 pub fn topic(q: &str) -> String {
-    let words: Vec<&str> = q
-        .split_whitespace()
-        .filter(|w| !w.to_ascii_lowercase().starts_with("sim:"))
-        .collect();
+    let words: Vec<&str> = q.split_whitespace().filter(|w| !w.to_ascii_lowercase().starts_with("sim:")).collect();
     if words.is_empty() {
         "search".to_owned()
     } else {
@@ -138,10 +132,7 @@ impl Reply {
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
 
@@ -230,21 +221,9 @@ pub fn hits(topic: &str, n: usize) -> Vec<Hit> {
     let reddit = base36(rng.next_u64(), 7);
     let medium = rng.hex(6);
     let minutes = rng.range(4, 14);
-    let authors = [
-        "ada.lindqvist",
-        "tomasz.w",
-        "priya.codes",
-        "jonas.eriksen",
-        "mei.tanaka",
-    ];
+    let authors = ["ada.lindqvist", "tomasz.w", "priya.codes", "jonas.eriksen", "mei.tanaka"];
     let author = *rng.pick(&authors);
-    let subs = [
-        "explainlikeimfive",
-        "AskScience",
-        "learnprogramming",
-        "technology",
-        "AskHistorians",
-    ];
+    let subs = ["explainlikeimfive", "AskScience", "learnprogramming", "technology", "AskHistorians"];
     let sub = *rng.pick(&subs);
 
     // (title, url, description with `{S}` for the highlighted topic, extra Linkup sentence)
@@ -355,65 +334,41 @@ fn brave_error(status: u16, code: &str, detail: &str) -> Reply {
 /// `X-Subscription-Token` header.
 pub fn brave(query: &str, token_values: &[Vec<u8>]) -> Reply {
     let Some(token) = header_token(token_values) else {
-        return brave_error(
-            401,
-            "SUBSCRIPTION_TOKEN_INVALID",
-            "The provided subscription token is invalid.",
-        );
+        return brave_error(401, "SUBSCRIPTION_TOKEN_INVALID", "The provided subscription token is invalid.");
     };
     if token == BRAVE_REVOKED_KEY {
-        return brave_error(
-            403,
-            "SUBSCRIPTION_TOKEN_REVOKED",
-            "The subscription token has been revoked.",
-        );
+        return brave_error(403, "SUBSCRIPTION_TOKEN_REVOKED", "The subscription token has been revoked.");
     }
     let q = match query_param(query, "q") {
         Some(q) if !q.trim().is_empty() => q,
         _ => return brave_error(422, "VALIDATION", "Parameter q is required."),
     };
     if q.chars().count() > MAX_QUERY_CHARS {
-        return brave_error(
-            422,
-            "VALIDATION",
-            "Parameter q is too long (max 400 characters).",
-        );
+        return brave_error(422, "VALIDATION", "Parameter q is too long (max 400 characters).");
     }
     let count = match query_param(query, "count") {
         None => MAX_BRAVE_RESULTS as u32,
         Some(c) => match c.parse::<u32>() {
             Ok(n) if (1..=MAX_BRAVE_COUNT).contains(&n) => n,
-            _ => {
-                return brave_error(
-                    422,
-                    "VALIDATION",
-                    "Parameter count must be between 1 and 20.",
-                )
-            }
+            _ => return brave_error(422, "VALIDATION", "Parameter count must be between 1 and 20."),
         },
     };
     let sw = switches(&q);
     let mut reply = match sw.failure {
-        Some(Failure::Unauthorized) => brave_error(
-            401,
-            "SUBSCRIPTION_TOKEN_INVALID",
-            "The provided subscription token is invalid.",
-        ),
-        Some(Failure::RateLimited) => {
-            brave_error(429, "RATE_LIMITED", "Request rate limit exceeded for plan.")
-                .with_header("retry-after", RETRY_AFTER_S.to_string())
-                .with_header("x-ratelimit-limit", "1, 2000".to_owned())
-                .with_header("x-ratelimit-remaining", "0, 1342".to_owned())
-                .with_header("x-ratelimit-reset", format!("{RETRY_AFTER_S}, 1419200"))
+        Some(Failure::Unauthorized) => {
+            brave_error(401, "SUBSCRIPTION_TOKEN_INVALID", "The provided subscription token is invalid.")
         }
-        Some(Failure::ServerError) => brave_error(
-            500,
-            "INTERNAL_ERROR",
-            "An unexpected error occurred. Please try again later.",
-        ),
-        Some(Failure::Malformed) => Reply::malformed(
-            "{\"type\":\"search\",\"web\":{\"type\":\"search\",\"results\":[{\"title\":\"Trunc",
-        ),
+        Some(Failure::RateLimited) => brave_error(429, "RATE_LIMITED", "Request rate limit exceeded for plan.")
+            .with_header("retry-after", RETRY_AFTER_S.to_string())
+            .with_header("x-ratelimit-limit", "1, 2000".to_owned())
+            .with_header("x-ratelimit-remaining", "0, 1342".to_owned())
+            .with_header("x-ratelimit-reset", format!("{RETRY_AFTER_S}, 1419200")),
+        Some(Failure::ServerError) => {
+            brave_error(500, "INTERNAL_ERROR", "An unexpected error occurred. Please try again later.")
+        }
+        Some(Failure::Malformed) => {
+            Reply::malformed("{\"type\":\"search\",\"web\":{\"type\":\"search\",\"results\":[{\"title\":\"Trunc")
+        }
         Some(Failure::Empty) => brave_results(&q, &[]),
         None => brave_results(&q, &hits(&topic(&q), count as usize)),
     };
@@ -428,12 +383,7 @@ fn brave_results(q: &str, hits: &[Hit]) -> Reply {
         .iter()
         .enumerate()
         .map(|(i, h)| {
-            let host = h
-                .url
-                .split("://")
-                .nth(1)
-                .and_then(|rest| rest.split('/').next())
-                .unwrap_or("");
+            let host = h.url.split("://").nth(1).and_then(|rest| rest.split('/').next()).unwrap_or("");
             json!({
                 "type": "search_result",
                 "title": h.title,
@@ -499,12 +449,7 @@ pub fn linkup_query(body: &[u8]) -> Result<String, Reply> {
     }
     match obj.get("depth") {
         Some(Value::String(d)) if d == "standard" || d == "deep" => {}
-        _ => {
-            return Err(linkup_invalid(
-                "depth",
-                "depth must be one of: standard, deep",
-            ))
-        }
+        _ => return Err(linkup_invalid("depth", "depth must be one of: standard, deep")),
     }
     match obj.get("outputType") {
         Some(Value::String(o)) if o == "searchResults" => {}
@@ -521,11 +466,7 @@ pub fn linkup_query(body: &[u8]) -> Result<String, Reply> {
 /// The whole Linkup answer for a request with these `Authorization` values and body.
 pub fn linkup(auth_values: &[Vec<u8>], body: &[u8]) -> Reply {
     let Some(key) = bearer_key(auth_values) else {
-        return linkup_error(
-            401,
-            "UNAUTHORIZED",
-            "Unauthorized action: missing or invalid API key.",
-        );
+        return linkup_error(401, "UNAUTHORIZED", "Unauthorized action: missing or invalid API key.");
     };
     if key == LINKUP_REVOKED_KEY {
         return linkup_error(403, "FORBIDDEN", "This API key has been revoked.");
@@ -536,23 +477,13 @@ pub fn linkup(auth_values: &[Vec<u8>], body: &[u8]) -> Reply {
     };
     let sw = switches(&q);
     let mut reply = match sw.failure {
-        Some(Failure::Unauthorized) => linkup_error(
-            401,
-            "UNAUTHORIZED",
-            "Unauthorized action: missing or invalid API key.",
-        ),
-        Some(Failure::RateLimited) => linkup_error(
-            429,
-            "TOO_MANY_REQUESTS",
-            "Too many requests, please slow down.",
-        )
-        .with_header("retry-after", RETRY_AFTER_S.to_string()),
-        Some(Failure::ServerError) => {
-            linkup_error(500, "INTERNAL_SERVER_ERROR", "Internal server error.")
+        Some(Failure::Unauthorized) => {
+            linkup_error(401, "UNAUTHORIZED", "Unauthorized action: missing or invalid API key.")
         }
-        Some(Failure::Malformed) => {
-            Reply::malformed("{\"results\":[{\"type\":\"text\",\"name\":\"Trunc")
-        }
+        Some(Failure::RateLimited) => linkup_error(429, "TOO_MANY_REQUESTS", "Too many requests, please slow down.")
+            .with_header("retry-after", RETRY_AFTER_S.to_string()),
+        Some(Failure::ServerError) => linkup_error(500, "INTERNAL_SERVER_ERROR", "Internal server error."),
+        Some(Failure::Malformed) => Reply::malformed("{\"results\":[{\"type\":\"text\",\"name\":\"Trunc"),
         Some(Failure::Empty) => linkup_results(&[]),
         None => linkup_results(&hits(&topic(&q), LINKUP_RESULTS)),
     };
@@ -563,10 +494,8 @@ pub fn linkup(auth_values: &[Vec<u8>], body: &[u8]) -> Reply {
 }
 
 fn linkup_results(hits: &[Hit]) -> Reply {
-    let results: Vec<Value> = hits
-        .iter()
-        .map(|h| json!({ "type": "text", "name": h.title, "url": h.url, "content": h.content }))
-        .collect();
+    let results: Vec<Value> =
+        hits.iter().map(|h| json!({ "type": "text", "name": h.title, "url": h.url, "content": h.content })).collect();
     Reply::json(200, &json!({ "results": results }))
 }
 
@@ -579,9 +508,7 @@ mod tests {
     }
 
     fn linkup_body(q: &str) -> Vec<u8> {
-        json!({"q": q, "depth": "standard", "outputType": "searchResults"})
-            .to_string()
-            .into_bytes()
+        json!({"q": q, "depth": "standard", "outputType": "searchResults"}).to_string().into_bytes()
     }
 
     #[test]
@@ -592,21 +519,9 @@ mod tests {
         assert_eq!(switches("a sim:500b").failure, Some(Failure::ServerError));
         assert_eq!(switches("sim:malformed").failure, Some(Failure::Malformed));
         assert_eq!(switches("sim:empty").failure, Some(Failure::Empty));
-        assert_eq!(
-            switches("sim:slow rust"),
-            Switches {
-                slow: true,
-                failure: None
-            }
-        );
+        assert_eq!(switches("sim:slow rust"), Switches { slow: true, failure: None });
         // The earliest failure wins; slow combines.
-        assert_eq!(
-            switches("sim:500 sim:401 sim:slow"),
-            Switches {
-                slow: true,
-                failure: Some(Failure::ServerError)
-            }
-        );
+        assert_eq!(switches("sim:500 sim:401 sim:slow"), Switches { slow: true, failure: Some(Failure::ServerError) });
         assert_eq!(switches("sim:42").failure, None);
         assert_eq!(switches("sim 401").failure, None);
     }
@@ -632,9 +547,7 @@ mod tests {
         assert_eq!(hits("x", 3).len(), 3);
         for hit in &a {
             assert!(hit.url.starts_with("https://"), "{hit:?}");
-            assert!(
-                !hit.title.is_empty() && !hit.description.is_empty() && !hit.content.is_empty()
-            );
+            assert!(!hit.title.is_empty() && !hit.description.is_empty() && !hit.content.is_empty());
             assert!(!hit.content.contains("{S}") && !hit.description.contains("{S}"));
         }
         let urls: std::collections::HashSet<_> = a.iter().map(|h| &h.url).collect();
@@ -665,40 +578,16 @@ mod tests {
             assert!(r["title"].is_string() && r["url"].is_string() && r["description"].is_string());
         }
         assert_eq!(body["query"]["original"], "tokio runtime");
-        assert_eq!(
-            brave("q=x", &h("k")).json_body().unwrap()["web"]["results"]
-                .as_array()
-                .unwrap()
-                .len(),
-            10
-        );
-        assert_eq!(
-            brave("q=x&count=20", &h("k")).json_body().unwrap()["web"]["results"]
-                .as_array()
-                .unwrap()
-                .len(),
-            10
-        );
-        for bad in [
-            "q=x&count=0",
-            "q=x&count=21",
-            "q=x&count=abc",
-            "q=",
-            "q=%20",
-            "",
-            "count=3",
-            "q=%zz",
-        ] {
+        assert_eq!(brave("q=x", &h("k")).json_body().unwrap()["web"]["results"].as_array().unwrap().len(), 10);
+        assert_eq!(brave("q=x&count=20", &h("k")).json_body().unwrap()["web"]["results"].as_array().unwrap().len(), 10);
+        for bad in ["q=x&count=0", "q=x&count=21", "q=x&count=abc", "q=", "q=%20", "", "count=3", "q=%zz"] {
             let r = brave(bad, &h("k"));
             assert_eq!(r.status, 422, "{bad}");
             assert_eq!(r.json_body().unwrap()["error"]["code"], "VALIDATION");
         }
         let long = format!("q={}", "a".repeat(MAX_QUERY_CHARS + 1));
         assert_eq!(brave(&long, &h("k")).status, 422);
-        assert_eq!(
-            brave(&format!("q={}", "a".repeat(MAX_QUERY_CHARS)), &h("k")).status,
-            200
-        );
+        assert_eq!(brave(&format!("q={}", "a".repeat(MAX_QUERY_CHARS)), &h("k")).status, 200);
     }
 
     #[test]
@@ -739,17 +628,11 @@ mod tests {
         for r in results {
             assert!(r["name"].is_string() && r["url"].is_string() && r["content"].is_string());
         }
-        assert!(results[HTML_HIT]["name"]
-            .as_str()
-            .unwrap()
-            .contains("<script>"));
+        assert!(results[HTML_HIT]["name"].as_str().unwrap().contains("<script>"));
         // Linkup content is plain text: no <strong> highlighting.
         assert!(!results[0]["content"].as_str().unwrap().contains("<strong>"));
         let deep = json!({"q": "x", "depth": "deep", "outputType": "searchResults", "includeImages": false});
-        assert_eq!(
-            linkup(&h("bearer k"), deep.to_string().as_bytes()).status,
-            200
-        );
+        assert_eq!(linkup(&h("bearer k"), deep.to_string().as_bytes()).status, 200);
     }
 
     #[test]
@@ -780,36 +663,18 @@ mod tests {
         assert_eq!(linkup(&h("Bearer "), &linkup_body("x")).status, 401);
         assert_eq!(linkup(&h("Basic k"), &linkup_body("x")).status, 401);
         assert_eq!(linkup(&h("k"), &linkup_body("x")).status, 401);
-        assert_eq!(
-            linkup(
-                &h(&format!("Bearer {LINKUP_REVOKED_KEY}")),
-                &linkup_body("x")
-            )
-            .status,
-            403
-        );
+        assert_eq!(linkup(&h(&format!("Bearer {LINKUP_REVOKED_KEY}")), &linkup_body("x")).status, 403);
         // Auth before body validation.
         assert_eq!(linkup(&[], b"nope").status, 401);
         assert_eq!(linkup(&h("Bearer k"), &linkup_body("sim:401")).status, 401);
         let limited = linkup(&h("Bearer k"), &linkup_body("x sim:429"));
-        assert_eq!(
-            (limited.status, limited.header("retry-after")),
-            (429, Some("7"))
-        );
+        assert_eq!((limited.status, limited.header("retry-after")), (429, Some("7")));
         assert_eq!(linkup(&h("Bearer k"), &linkup_body("sim:500")).status, 500);
         let bad = linkup(&h("Bearer k"), &linkup_body("sim:malformed"));
         assert_eq!(bad.status, 200);
         assert!(bad.json_body().is_none());
-        assert_eq!(
-            linkup(&h("Bearer k"), &linkup_body("sim:empty"))
-                .json_body()
-                .unwrap()["results"],
-            json!([])
-        );
-        assert_eq!(
-            linkup(&h("Bearer k"), &linkup_body("sim:slow")).delay_ms,
-            SLOW_DELAY_MS
-        );
+        assert_eq!(linkup(&h("Bearer k"), &linkup_body("sim:empty")).json_body().unwrap()["results"], json!([]));
+        assert_eq!(linkup(&h("Bearer k"), &linkup_body("sim:slow")).delay_ms, SLOW_DELAY_MS);
     }
 
     #[test]

@@ -69,9 +69,7 @@ fn finalize(mut z: u64) -> u64 {
 
 /// Deterministic hash of two words (used to derive admin events from their slot).
 pub fn mix(a: u64, b: u64) -> u64 {
-    finalize(
-        a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ finalize(b.wrapping_add(0x632B_E59B_D9B4_E019)),
-    )
+    finalize(a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ finalize(b.wrapping_add(0x632B_E59B_D9B4_E019)))
 }
 
 /// FNV-1a of a string, for deriving stable values from ids.
@@ -109,9 +107,7 @@ mod tests {
         for n in [0, 1, 7, 8, 9, 12, 16] {
             let h = r.hex(n);
             assert_eq!(h.len(), n * 2);
-            assert!(h
-                .bytes()
-                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+            assert!(h.bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
         }
     }
 

@@ -26,27 +26,15 @@ use crate::service::ApiError;
 pub enum Route {
     Agents,
     CreateSession,
-    StartTurn {
-        session_id: String,
-    },
-    CancelTurn {
-        session_id: String,
-        turn_id: String,
-    },
-    Tools {
-        session_id: String,
-    },
-    Bifrost {
-        session_id: String,
-    },
+    StartTurn { session_id: String },
+    CancelTurn { session_id: String, turn_id: String },
+    Tools { session_id: String },
+    Bifrost { session_id: String },
     AdminEvents,
     Affect,
     BraveSearch,
     LinkupSearch,
-    ChatCompletions {
-        tenant_slug: String,
-        gateway_slug: String,
-    },
+    ChatCompletions { tenant_slug: String, gateway_slug: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,45 +70,22 @@ pub fn route(method: &str, path: &str) -> Result<Route, ApiError> {
     let (route, allow) = match segs.as_slice() {
         ["v1", "agents"] => (Route::Agents, "GET"),
         ["v1", "sessions"] => (Route::CreateSession, "POST"),
-        ["v1", "sessions", sid, "turns"] if !sid.is_empty() => (
-            Route::StartTurn {
-                session_id: (*sid).to_owned(),
-            },
-            "POST",
-        ),
-        ["v1", "sessions", sid, "turns", tid, "cancel"] if !sid.is_empty() && !tid.is_empty() => (
-            Route::CancelTurn {
-                session_id: (*sid).to_owned(),
-                turn_id: (*tid).to_owned(),
-            },
-            "POST",
-        ),
-        ["v1", "sessions", sid, "tools"] if !sid.is_empty() => (
-            Route::Tools {
-                session_id: (*sid).to_owned(),
-            },
-            "GET",
-        ),
-        ["v1", "sessions", sid, "bifrost"] if !sid.is_empty() => (
-            Route::Bifrost {
-                session_id: (*sid).to_owned(),
-            },
-            "GET",
-        ),
+        ["v1", "sessions", sid, "turns"] if !sid.is_empty() => {
+            (Route::StartTurn { session_id: (*sid).to_owned() }, "POST")
+        }
+        ["v1", "sessions", sid, "turns", tid, "cancel"] if !sid.is_empty() && !tid.is_empty() => {
+            (Route::CancelTurn { session_id: (*sid).to_owned(), turn_id: (*tid).to_owned() }, "POST")
+        }
+        ["v1", "sessions", sid, "tools"] if !sid.is_empty() => (Route::Tools { session_id: (*sid).to_owned() }, "GET"),
+        ["v1", "sessions", sid, "bifrost"] if !sid.is_empty() => {
+            (Route::Bifrost { session_id: (*sid).to_owned() }, "GET")
+        }
         ["v1", "admin", "events"] => (Route::AdminEvents, "GET"),
         ["worldtree", "affect"] => (Route::Affect, "GET"),
         ["brave", "res", "v1", "web", "search"] => (Route::BraveSearch, "GET"),
         ["linkup", "v1", "search"] => (Route::LinkupSearch, "POST"),
-        ["inference", tenant, gateway, "v1", "chat", "completions"]
-            if !tenant.is_empty() && !gateway.is_empty() =>
-        {
-            (
-                Route::ChatCompletions {
-                    tenant_slug: (*tenant).to_owned(),
-                    gateway_slug: (*gateway).to_owned(),
-                },
-                "POST",
-            )
+        ["inference", tenant, gateway, "v1", "chat", "completions"] if !tenant.is_empty() && !gateway.is_empty() => {
+            (Route::ChatCompletions { tenant_slug: (*tenant).to_owned(), gateway_slug: (*gateway).to_owned() }, "POST")
         }
         _ => return Err(ApiError::NotFound("not_found")),
     };
@@ -137,9 +102,7 @@ pub fn query_param(query: &str, name: &str) -> Option<String> {
         .split('&')
         .filter_map(|kv| {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            (percent_decode(k)? == name)
-                .then(|| percent_decode(v))
-                .flatten()
+            (percent_decode(k)? == name).then(|| percent_decode(v)).flatten()
         })
         .next()
 }
@@ -191,14 +154,8 @@ pub fn bearer_ok(values: &[Vec<u8>], configured: &str) -> bool {
 }
 
 fn trim_ascii(b: &[u8]) -> &[u8] {
-    let start = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let end = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(start, |e| e + 1);
+    let start = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
+    let end = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(start, |e| e + 1);
     &b[start..end.max(start)]
 }
 
@@ -210,86 +167,36 @@ mod tests {
     fn routes() {
         assert_eq!(route("GET", "/v1/agents"), Ok(Route::Agents));
         assert_eq!(route("POST", "/v1/sessions"), Ok(Route::CreateSession));
-        assert_eq!(
-            route("POST", "/v1/sessions/s_1/turns"),
-            Ok(Route::StartTurn {
-                session_id: "s_1".into()
-            })
-        );
+        assert_eq!(route("POST", "/v1/sessions/s_1/turns"), Ok(Route::StartTurn { session_id: "s_1".into() }));
         assert_eq!(
             route("POST", "/v1/sessions/s_1/turns/t_2/cancel"),
-            Ok(Route::CancelTurn {
-                session_id: "s_1".into(),
-                turn_id: "t_2".into()
-            })
+            Ok(Route::CancelTurn { session_id: "s_1".into(), turn_id: "t_2".into() })
         );
-        assert_eq!(
-            route("GET", "/v1/sessions/s_1/tools"),
-            Ok(Route::Tools {
-                session_id: "s_1".into()
-            })
-        );
-        assert_eq!(
-            route("GET", "/v1/sessions/s_1/bifrost"),
-            Ok(Route::Bifrost {
-                session_id: "s_1".into()
-            })
-        );
+        assert_eq!(route("GET", "/v1/sessions/s_1/tools"), Ok(Route::Tools { session_id: "s_1".into() }));
+        assert_eq!(route("GET", "/v1/sessions/s_1/bifrost"), Ok(Route::Bifrost { session_id: "s_1".into() }));
         assert_eq!(route("GET", "/v1/admin/events"), Ok(Route::AdminEvents));
         assert_eq!(route("GET", "/worldtree/affect"), Ok(Route::Affect));
-        assert_eq!(
-            route("GET", "/v1/admin/events").unwrap().scope(),
-            Scope::Admin
-        );
-        assert_eq!(
-            route("GET", "/v1/sessions/x/bifrost").unwrap().scope(),
-            Scope::Admin
-        );
-        assert_eq!(
-            route("GET", "/v1/sessions/x/tools").unwrap().scope(),
-            Scope::Consumer
-        );
-        assert_eq!(
-            route("GET", "/worldtree/affect").unwrap().scope(),
-            Scope::Public
-        );
+        assert_eq!(route("GET", "/v1/admin/events").unwrap().scope(), Scope::Admin);
+        assert_eq!(route("GET", "/v1/sessions/x/bifrost").unwrap().scope(), Scope::Admin);
+        assert_eq!(route("GET", "/v1/sessions/x/tools").unwrap().scope(), Scope::Consumer);
+        assert_eq!(route("GET", "/worldtree/affect").unwrap().scope(), Scope::Public);
     }
 
     #[test]
     fn playground_upstream_routes() {
-        assert_eq!(
-            route("GET", "/brave/res/v1/web/search"),
-            Ok(Route::BraveSearch)
-        );
+        assert_eq!(route("GET", "/brave/res/v1/web/search"), Ok(Route::BraveSearch));
         assert_eq!(route("POST", "/linkup/v1/search"), Ok(Route::LinkupSearch));
         assert_eq!(
             route("POST", "/inference/acme/main/v1/chat/completions"),
-            Ok(Route::ChatCompletions {
-                tenant_slug: "acme".into(),
-                gateway_slug: "main".into()
-            })
+            Ok(Route::ChatCompletions { tenant_slug: "acme".into(), gateway_slug: "main".into() })
         );
         for r in [Route::BraveSearch, Route::LinkupSearch] {
             assert_eq!(r.scope(), Scope::Own);
         }
-        assert_eq!(
-            route("POST", "/inference/a/b/v1/chat/completions")
-                .unwrap()
-                .scope(),
-            Scope::Own
-        );
-        assert_eq!(
-            route("POST", "/brave/res/v1/web/search"),
-            Err(ApiError::MethodNotAllowed("GET"))
-        );
-        assert_eq!(
-            route("GET", "/linkup/v1/search"),
-            Err(ApiError::MethodNotAllowed("POST"))
-        );
-        assert_eq!(
-            route("GET", "/inference/a/b/v1/chat/completions"),
-            Err(ApiError::MethodNotAllowed("POST"))
-        );
+        assert_eq!(route("POST", "/inference/a/b/v1/chat/completions").unwrap().scope(), Scope::Own);
+        assert_eq!(route("POST", "/brave/res/v1/web/search"), Err(ApiError::MethodNotAllowed("GET")));
+        assert_eq!(route("GET", "/linkup/v1/search"), Err(ApiError::MethodNotAllowed("POST")));
+        assert_eq!(route("GET", "/inference/a/b/v1/chat/completions"), Err(ApiError::MethodNotAllowed("POST")));
         for p in [
             "/inference//b/v1/chat/completions",
             "/inference/a//v1/chat/completions",
@@ -298,11 +205,7 @@ mod tests {
             "/brave/res/v1/web/search/",
             "/linkup/v1/search/x",
         ] {
-            assert_eq!(
-                route("POST", p),
-                Err(ApiError::NotFound("not_found")),
-                "{p}"
-            );
+            assert_eq!(route("POST", p), Err(ApiError::NotFound("not_found")), "{p}");
         }
     }
 
@@ -321,46 +224,20 @@ mod tests {
         ] {
             assert_eq!(route("GET", p), Err(ApiError::NotFound("not_found")), "{p}");
         }
-        assert_eq!(
-            route("POST", "/v1/agents"),
-            Err(ApiError::MethodNotAllowed("GET"))
-        );
-        assert_eq!(
-            route("GET", "/v1/sessions"),
-            Err(ApiError::MethodNotAllowed("POST"))
-        );
-        assert_eq!(
-            route("GET", "/v1/sessions/s/turns"),
-            Err(ApiError::MethodNotAllowed("POST"))
-        );
-        assert_eq!(
-            route("DELETE", "/v1/sessions/s/tools"),
-            Err(ApiError::MethodNotAllowed("GET"))
-        );
-        assert_eq!(
-            route("HEAD", "/worldtree/affect"),
-            Err(ApiError::MethodNotAllowed("GET"))
-        );
-        assert_eq!(
-            route("GET", "/v1/sessions/s/turns/t/cancel")
-                .unwrap_err()
-                .status(),
-            405
-        );
+        assert_eq!(route("POST", "/v1/agents"), Err(ApiError::MethodNotAllowed("GET")));
+        assert_eq!(route("GET", "/v1/sessions"), Err(ApiError::MethodNotAllowed("POST")));
+        assert_eq!(route("GET", "/v1/sessions/s/turns"), Err(ApiError::MethodNotAllowed("POST")));
+        assert_eq!(route("DELETE", "/v1/sessions/s/tools"), Err(ApiError::MethodNotAllowed("GET")));
+        assert_eq!(route("HEAD", "/worldtree/affect"), Err(ApiError::MethodNotAllowed("GET")));
+        assert_eq!(route("GET", "/v1/sessions/s/turns/t/cancel").unwrap_err().status(), 405);
     }
 
     #[test]
     fn query() {
         assert_eq!(split_path_query("/a?b=c"), ("/a", "b=c"));
         assert_eq!(split_path_query("/a"), ("/a", ""));
-        assert_eq!(
-            query_param("agent_id=sindra", "agent_id").as_deref(),
-            Some("sindra")
-        );
-        assert_eq!(
-            query_param("x=1&agent_id=br%6Fkkr&agent_id=no", "agent_id").as_deref(),
-            Some("brokkr")
-        );
+        assert_eq!(query_param("agent_id=sindra", "agent_id").as_deref(), Some("sindra"));
+        assert_eq!(query_param("x=1&agent_id=br%6Fkkr&agent_id=no", "agent_id").as_deref(), Some("brokkr"));
         assert_eq!(query_param("agent_id=", "agent_id").as_deref(), Some(""));
         assert_eq!(query_param("agent_id", "agent_id").as_deref(), Some(""));
         assert_eq!(query_param("a+b=c+d", "a b").as_deref(), Some("c d"));
@@ -384,9 +261,6 @@ mod tests {
         assert!(!bearer_ok(&h("Basic k1"), "k1"));
         assert!(!bearer_ok(&h("k1"), "k1"));
         assert!(!bearer_ok(&[], "k1"));
-        assert!(!bearer_ok(
-            &[b"Bearer k1".to_vec(), b"Bearer k1".to_vec()],
-            "k1"
-        ));
+        assert!(!bearer_ok(&[b"Bearer k1".to_vec(), b"Bearer k1".to_vec()], "k1"));
     }
 }

@@ -7,12 +7,7 @@ pub fn rfc3339_millis(ms: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, (rem % 3600) / 60, rem % 60)
 }
 
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
@@ -38,21 +33,9 @@ mod tests {
     fn known_instants() {
         assert_eq!(rfc3339_millis(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339_millis(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(
-            rfc3339_millis(1_700_000_000_123),
-            "2023-11-14T22:13:20.123Z"
-        );
-        assert_eq!(
-            rfc3339_millis(1_735_689_599_999),
-            "2024-12-31T23:59:59.999Z"
-        );
-        assert_eq!(
-            rfc3339_millis(1_735_689_600_000),
-            "2025-01-01T00:00:00.000Z"
-        );
-        assert_eq!(
-            rfc3339_millis(4_107_542_400_000),
-            "2100-03-01T00:00:00.000Z"
-        );
+        assert_eq!(rfc3339_millis(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(rfc3339_millis(1_735_689_599_999), "2024-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339_millis(1_735_689_600_000), "2025-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_millis(4_107_542_400_000), "2100-03-01T00:00:00.000Z");
     }
 }

@@ -55,11 +55,7 @@ pub struct Script {
 }
 
 pub fn cancelled_event(turn_id: &str) -> ScriptedEvent {
-    ScriptedEvent {
-        delay_ms: 0,
-        event: "cancelled",
-        data: json!({ "turn_id": turn_id }),
-    }
+    ScriptedEvent { delay_ms: 0, event: "cancelled", data: json!({ "turn_id": turn_id }) }
 }
 
 /// Rough token estimate (~4 characters a token), never zero.
@@ -116,13 +112,8 @@ struct Pace {
     terminal: (u64, u64),
 }
 
-const NORMAL: Pace = Pace {
-    think: (60, 200),
-    tool_call: (120, 300),
-    tool_result: (300, 700),
-    text: (40, 150),
-    terminal: (40, 120),
-};
+const NORMAL: Pace =
+    Pace { think: (60, 200), tool_call: (120, 300), tool_result: (300, 700), text: (40, 150), terminal: (40, 120) };
 
 const SLOW: Pace = Pace {
     think: (600, 1100),
@@ -138,22 +129,14 @@ pub fn script(agent: &AgentDef, text: &str, turn_id: &str, rng: &mut Rng) -> Scr
     let q = quote(text, 160);
     let mut events = Vec::new();
 
-    events.push(ScriptedEvent {
-        delay_ms: 0,
-        event: "turn.started",
-        data: json!({ "turn_id": turn_id }),
-    });
+    events.push(ScriptedEvent { delay_ms: 0, event: "turn.started", data: json!({ "turn_id": turn_id }) });
 
     // Reasoning.
     let thoughts = thinking_lines(agent, &q, rng);
     let mut thinking_text = String::new();
     for t in thoughts {
         thinking_text.push_str(&t);
-        events.push(ScriptedEvent {
-            delay_ms: delay(rng, pace.think),
-            event: "thinking",
-            data: json!({ "delta": t }),
-        });
+        events.push(ScriptedEvent { delay_ms: delay(rng, pace.think), event: "thinking", data: json!({ "delta": t }) });
     }
 
     // One tool round-trip.
@@ -183,20 +166,13 @@ pub fn script(agent: &AgentDef, text: &str, turn_id: &str, rng: &mut Rng) -> Scr
                 ),
             }),
         });
-        return Script {
-            events,
-            status: "error",
-        };
+        return Script { events, status: "error" };
     }
 
     // The answer.
     let reply = reply_text(agent, &q, tool.name, mode, rng);
     for d in chunk_words(&reply, rng) {
-        events.push(ScriptedEvent {
-            delay_ms: delay(rng, pace.text),
-            event: "text",
-            data: json!({ "delta": d }),
-        });
+        events.push(ScriptedEvent { delay_ms: delay(rng, pace.text), event: "text", data: json!({ "delta": d }) });
     }
 
     let input_tokens = 220 + est_tokens(text) + est_tokens(&output) + 40 * agent.tools.len() as u64;
@@ -210,10 +186,7 @@ pub fn script(agent: &AgentDef, text: &str, turn_id: &str, rng: &mut Rng) -> Scr
             "finish_reason": "stop",
         }),
     });
-    Script {
-        events,
-        status: "ok",
-    }
+    Script { events, status: "ok" }
 }
 
 fn delay(rng: &mut Rng, (lo, hi): (u64, u64)) -> u64 {
@@ -233,10 +206,7 @@ fn thinking_lines(agent: &AgentDef, q: &str, rng: &mut Rng) -> Vec<String> {
         "I remember a similar question earlier in this session. ",
     ];
     let closers = [
-        format!(
-            "{} will use a tool, then answer plainly.",
-            agent.display_name
-        ),
+        format!("{} will use a tool, then answer plainly.", agent.display_name),
         "Plan: one lookup, then a concise reply.".to_owned(),
         "Enough reasoning; time to act.".to_owned(),
     ];
@@ -269,10 +239,7 @@ fn tool_exchange(tool: &str, text: &str, q: &str, rng: &mut Rng) -> (Value, Stri
         "calculator" => {
             let a = rng.range(12, 999);
             let b = rng.range(2, 99);
-            (
-                json!({ "expression": format!("{a} * {b}") }),
-                format!("{}", a * b),
-            )
+            (json!({ "expression": format!("{a} * {b}") }), format!("{}", a * b))
         }
         "run_python" => (
             json!({ "code": format!("print(len({}))", serde_json::to_string(&short).unwrap_or_default()), "timeout_s": 10 }),
@@ -295,10 +262,9 @@ fn tool_exchange(tool: &str, text: &str, q: &str, rng: &mut Rng) -> (Value, Stri
             json!({ "query": short, "k": 3 }),
             format!("2 notes match: (1) the operator asked something similar last week; (2) {q}"),
         ),
-        "calendar_lookup" => (
-            json!({ "date": "2026-12-03" }),
-            "09:00 stand-up\n13:30 review of the gateway keys".to_owned(),
-        ),
+        "calendar_lookup" => {
+            (json!({ "date": "2026-12-03" }), "09:00 stand-up\n13:30 review of the gateway keys".to_owned())
+        }
         _ => (json!({ "input": short }), "ok".to_owned()),
     }
 }
@@ -331,9 +297,7 @@ fn reply_text(agent: &AgentDef, q: &str, tool: &str, mode: Mode, rng: &mut Rng) 
     s.push_str(d);
     if mode == Mode::Slow {
         // A longer answer, so there is more to cancel.
-        s.push_str(
-            detail[(detail.iter().position(|x| s.contains(x)).unwrap_or(0) + 1) % detail.len()],
-        );
+        s.push_str(detail[(detail.iter().position(|x| s.contains(x)).unwrap_or(0) + 1) % detail.len()]);
     }
     s.push_str(rng.pick(&outro).as_str());
     s
@@ -345,12 +309,7 @@ mod tests {
     use crate::catalog::{agent, AGENTS};
 
     fn run(agent_id: &str, text: &str, seed: u64) -> Script {
-        script(
-            agent(agent_id).unwrap(),
-            text,
-            "t_0123456789abcdef",
-            &mut Rng::new(seed),
-        )
+        script(agent(agent_id).unwrap(), text, "t_0123456789abcdef", &mut Rng::new(seed))
     }
 
     fn names(s: &Script) -> Vec<&'static str> {
@@ -392,11 +351,7 @@ mod tests {
                 assert!(done["usage"]["output_tokens"].as_u64().unwrap() > 0);
                 let total: u64 = s.events.iter().map(|e| e.delay_ms).sum();
                 assert!((1000..6000).contains(&total), "total {total}");
-                assert!(s
-                    .events
-                    .iter()
-                    .skip(1)
-                    .all(|e| (40..=700).contains(&e.delay_ms)));
+                assert!(s.events.iter().skip(1).all(|e| (40..=700).contains(&e.delay_ms)));
             }
         }
     }
@@ -405,16 +360,9 @@ mod tests {
     fn reply_quotes_the_user_text() {
         let text = "what is <b>\"bold\"</b>\nand\tmore";
         let s = run("sindra", text, 3);
-        let reply: String = s
-            .events
-            .iter()
-            .filter(|e| e.event == "text")
-            .map(|e| e.data["delta"].as_str().unwrap())
-            .collect();
-        assert!(
-            reply.contains("what is <b>\"bold\"</b> and more"),
-            "{reply}"
-        );
+        let reply: String =
+            s.events.iter().filter(|e| e.event == "text").map(|e| e.data["delta"].as_str().unwrap()).collect();
+        assert!(reply.contains("what is <b>\"bold\"</b> and more"), "{reply}");
     }
 
     #[test]
@@ -454,13 +402,7 @@ mod tests {
     #[test]
     fn chunks_reassemble_exactly() {
         let mut rng = Rng::new(5);
-        for s in [
-            "",
-            "one",
-            "  lead and trail  ",
-            "a b\nc\td  e",
-            "ünïcödé wörds ✓ ok",
-        ] {
+        for s in ["", "one", "  lead and trail  ", "a b\nc\td  e", "ünïcödé wörds ✓ ok"] {
             let c = chunk_words(s, &mut rng);
             assert_eq!(c.concat(), s);
             assert!(c.iter().all(|x| !x.is_empty()));

@@ -55,8 +55,8 @@ fn handle(request: IncomingRequest, response_out: ResponseOutparam) {
 }
 
 fn send(reply: Reply, response_out: ResponseOutparam, head_only: bool) {
-    let Some((response, body)) = response_with_body(&reply)
-        .or_else(|| response_with_body(&Reply::internal_error(head_only)))
+    let Some((response, body)) =
+        response_with_body(&reply).or_else(|| response_with_body(&Reply::internal_error(head_only)))
     else {
         // Unreachable with our fixed headers; dropping the outparam makes the host answer 500.
         return;
@@ -101,11 +101,8 @@ fn send(reply: Reply, response_out: ResponseOutparam, head_only: bool) {
 }
 
 fn response_with_body(reply: &Reply) -> Option<(OutgoingResponse, OutgoingBody)> {
-    let entries: Vec<(String, Vec<u8>)> = reply
-        .headers
-        .iter()
-        .map(|(name, value)| ((*name).to_owned(), value.as_bytes().to_vec()))
-        .collect();
+    let entries: Vec<(String, Vec<u8>)> =
+        reply.headers.iter().map(|(name, value)| ((*name).to_owned(), value.as_bytes().to_vec())).collect();
     let fields = Fields::from_list(&entries).ok()?;
     let response = OutgoingResponse::new(fields);
     response.set_status_code(reply.status).ok()?;

@@ -21,12 +21,12 @@ use wasmtime_wasi_http::WasiHttpView;
 use crate::clock::Clock;
 use crate::files::{component_mounts, FilesMountStrategy, Mounting};
 use crate::key_value::KeyValueStores;
-use crate::sqlite::SqliteDatabases;
 use crate::log::{GuestOutput, LogSink};
 use crate::manifest::Manifest;
 use crate::outbound::AllowedHosts;
 use crate::routing::{RouteMatch, Router};
 use crate::runtime_config::RuntimeConfig;
+use crate::sqlite::SqliteDatabases;
 use crate::state::RequestState;
 use crate::variables::{ComponentVariables, ResolvedVariables, VariableSources};
 
@@ -212,10 +212,7 @@ impl App {
             let pre = ProxyPre::new(linker.instantiate_pre(&component)?)
                 .map_err(anyhow::Error::from)
                 .with_context(|| format!("component '{id}' is not a wasi:http proxy"))?;
-            options.log.line(&format!(
-                "loaded component '{id}' in {:.0} ms",
-                started.elapsed().as_secs_f64() * 1e3
-            ));
+            options.log.line(&format!("loaded component '{id}' in {:.0} ms", started.elapsed().as_secs_f64() * 1e3));
             components.insert(id.clone(), LoadedComponent { config: Arc::new(config), pre });
         }
 
@@ -281,10 +278,7 @@ impl AppInner {
         let headers = request.headers_mut();
         let client = client.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
         for (name, value) in route.spin_headers(&full_url, client) {
-            headers.append(
-                http::HeaderName::from_bytes(name.as_bytes())?,
-                http::HeaderValue::from_str(&value)?,
-            );
+            headers.append(http::HeaderName::from_bytes(name.as_bytes())?, http::HeaderValue::from_str(&value)?);
         }
 
         let mut wasi = WasiCtxBuilder::new();
@@ -299,10 +293,8 @@ impl AppInner {
                 .map_err(anyhow::Error::from)
                 .with_context(|| format!("mounting {} for '{}'", host_dir.display(), config.id))?;
         }
-        let mut store = Store::new(
-            component.pre.engine(),
-            RequestState::new(self.clone(), config.clone(), wasi.build()),
-        );
+        let mut store =
+            Store::new(component.pre.engine(), RequestState::new(self.clone(), config.clone(), wasi.build()));
         store.epoch_deadline_async_yield_and_update(1);
 
         let (sender, receiver) = tokio::sync::oneshot::channel();
@@ -314,10 +306,7 @@ impl AppInner {
         let task = tokio::spawn(async move {
             let result = async {
                 let proxy = pre.instantiate_async(&mut store).await?;
-                proxy
-                    .wasi_http_incoming_handler()
-                    .call_handle(&mut store, incoming, outparam)
-                    .await
+                proxy.wasi_http_incoming_handler().call_handle(&mut store, incoming, outparam).await
             }
             .await;
             if let Err(trap) = result {
@@ -364,8 +353,5 @@ fn error_response(_code: &ErrorCode) -> http::Response<ResponseBody> {
 /// A response the runtime itself makes, as Spin makes them: a status, the body
 /// if any, no content type (404 and 500 are empty; the health check says `OK`).
 pub(crate) fn bare_response(status: u16, body: &'static [u8]) -> http::Response<ResponseBody> {
-    http::Response::builder()
-        .status(status)
-        .body(fixed_body(Bytes::from_static(body)))
-        .expect("static response")
+    http::Response::builder().status(status).body(fixed_body(Bytes::from_static(body))).expect("static response")
 }

@@ -53,15 +53,11 @@ pub fn component_mounts(
     if files.is_empty() {
         return Ok(Vec::new());
     }
-    let app_root = std::path::absolute(app_root)
-        .with_context(|| format!("resolving {}", app_root.display()))?;
+    let app_root = std::path::absolute(app_root).with_context(|| format!("resolving {}", app_root.display()))?;
     let assets_root = match mounting {
         Mounting::Copy { assets_root } => assets_root,
         Mounting::Direct { run_dir } => {
-            ensure!(
-                exclude_files.is_empty(),
-                "Cannot load a component with `exclude_files` using --direct-mounts"
-            );
+            ensure!(exclude_files.is_empty(), "Cannot load a component with `exclude_files` using --direct-mounts");
             return files
                 .iter()
                 .map(|mount| {
@@ -83,10 +79,7 @@ pub fn component_mounts(
         assets_root,
         exclude: exclude_files
             .iter()
-            .map(|p| {
-                glob::Pattern::new(p)
-                    .with_context(|| format!("Invalid exclude_files glob pattern {p:?}"))
-            })
+            .map(|p| glob::Pattern::new(p).with_context(|| format!("Invalid exclude_files glob pattern {p:?}")))
             .collect::<Result<_>>()?,
     };
     let component_root = assets_root.join(component_id);
@@ -145,8 +138,7 @@ impl Copier<'_> {
             std::io::ErrorKind::NotFound => {
                 anyhow::anyhow!("File or directory {} does not exist", src.display())
             }
-            _ => anyhow::Error::from(e)
-                .context(format!("invalid file mount source {}", src.display())),
+            _ => anyhow::Error::from(e).context(format!("invalid file mount source {}", src.display())),
         })?;
         if meta.is_dir() {
             self.copy_glob(&src_path.join("**/*"), &src_path, dest)
@@ -157,11 +149,8 @@ impl Copier<'_> {
 
     /// Files matching `pattern`, placed at `dest_root` + their path below `src_prefix`.
     fn copy_glob(&self, pattern: &Path, src_prefix: &Path, dest_root: &Path) -> Result<()> {
-        let pattern = pattern
-            .to_str()
-            .with_context(|| format!("invalid (non-utf8) file pattern {pattern:?}"))?;
-        let paths = glob::glob(pattern)
-            .with_context(|| format!("Failed to resolve glob pattern {pattern:?}"))?;
+        let pattern = pattern.to_str().with_context(|| format!("invalid (non-utf8) file pattern {pattern:?}"))?;
+        let paths = glob::glob(pattern).with_context(|| format!("Failed to resolve glob pattern {pattern:?}"))?;
         std::fs::create_dir_all(dest_root)
             .with_context(|| format!("Failed to create parent directory {}", dest_root.display()))?;
         for entry in paths {
@@ -195,8 +184,7 @@ impl Copier<'_> {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("Failed to create parent directory {}", parent.display()))?;
         std::fs::copy(src, dest).map_err(|e| {
-            let is_dir_like =
-                guest_dest.ends_with('/') || guest_dest.ends_with('.') || guest_dest.ends_with("..");
+            let is_dir_like = guest_dest.ends_with('/') || guest_dest.ends_with('.') || guest_dest.ends_with("..");
             let context = format!("Failed to copy {} to working path {}", src.display(), dest.display());
             if is_dir_like || e.kind() == std::io::ErrorKind::NotFound {
                 anyhow::anyhow!("{guest_dest:?} is not a valid destination file name").context(context)
@@ -331,8 +319,7 @@ mod tests {
         let tree = Tree::new();
         let app = tree.app();
         let direct = Mounting::Direct { run_dir: &app };
-        let mounts =
-            component_mounts(direct, &app, "c", &[pattern("d"), placement("d/sub", "/placed")], &[]).unwrap();
+        let mounts = component_mounts(direct, &app, "c", &[pattern("d"), placement("d/sub", "/placed")], &[]).unwrap();
         assert_eq!(mounts, vec![(app.join("d"), "d".to_owned()), (app.join("d/sub"), "/placed".to_owned())]);
         assert!(!tree.assets().exists(), "direct mounts copy nothing");
         let err = component_mounts(direct, &app, "c", &[pattern("d/*.md")], &[]).unwrap_err();
@@ -345,9 +332,14 @@ mod tests {
     fn direct_mounts_resolve_against_the_run_directory_as_spin_4_0_2_does() {
         let tree = Tree::new();
         let elsewhere = tree.0.path().join("elsewhere");
-        let mounts =
-            component_mounts(Mounting::Direct { run_dir: &elsewhere }, &tree.app(), "c", &[placement("d", "/site")], &[])
-                .unwrap();
+        let mounts = component_mounts(
+            Mounting::Direct { run_dir: &elsewhere },
+            &tree.app(),
+            "c",
+            &[placement("d", "/site")],
+            &[],
+        )
+        .unwrap();
         assert_eq!(mounts, vec![(elsewhere.join("d"), "/site".to_owned())]);
     }
 

@@ -38,9 +38,7 @@ impl KeyValueStores {
     }
 
     pub fn get(&self, label: &str) -> Option<KeyValueStore> {
-        self.by_label
-            .get(label)
-            .map(|conn| KeyValueStore { label: label.to_string(), conn: conn.clone() })
+        self.by_label.get(label).map(|conn| KeyValueStore { label: label.to_string(), conn: conn.clone() })
     }
 }
 
@@ -49,8 +47,7 @@ fn open_connection(location: &StoreLocation) -> Result<Connection> {
         StoreLocation::Memory => Connection::open_in_memory()?,
         StoreLocation::File(path) => {
             if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("creating {}", dir.display()))?;
+                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             }
             Connection::open(path).with_context(|| format!("opening {}", path.display()))?
         }

@@ -44,9 +44,7 @@ enum Command {
 }
 
 fn parse_variable(s: &str) -> Result<(String, String), String> {
-    s.split_once('=')
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .ok_or_else(|| "expected NAME=VALUE".to_string())
+    s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| "expected NAME=VALUE".to_string())
 }
 
 #[tokio::main]
@@ -57,7 +55,8 @@ async fn main() -> Result<()> {
         (false, Some(dir)) => FilesMountStrategy::CopyInto(dir),
         (false, None) => FilesMountStrategy::Copy,
     };
-    let app_dir = manifest.parent().map(PathBuf::from).filter(|p| !p.as_os_str().is_empty()).unwrap_or_else(|| ".".into());
+    let app_dir =
+        manifest.parent().map(PathBuf::from).filter(|p| !p.as_os_str().is_empty()).unwrap_or_else(|| ".".into());
     let runtime_config = match runtime_config {
         Some(path) => RuntimeConfig::from_file(&path, &app_dir)?,
         None => RuntimeConfig::defaults(&app_dir),
@@ -73,9 +72,7 @@ async fn main() -> Result<()> {
         log: LogSink::Stderr,
         files,
     })?;
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("binding {listen}"))?;
+    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     eprintln!("Serving http://{}", listener.local_addr()?);
     app.serve(listener, async {
         let _ = tokio::signal::ctrl_c().await;

@@ -104,8 +104,7 @@ pub enum FileMount {
 
 impl Manifest {
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading manifest {}", path.display()))?;
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading manifest {}", path.display()))?;
         Self::parse(&text).with_context(|| format!("parsing manifest {}", path.display()))
     }
 
@@ -117,10 +116,7 @@ impl Manifest {
 
     fn validate(&self) -> Result<()> {
         if self.spin_manifest_version != 2 {
-            bail!(
-                "spin_manifest_version {} is not supported (expected 2)",
-                self.spin_manifest_version
-            );
+            bail!("spin_manifest_version {} is not supported (expected 2)", self.spin_manifest_version);
         }
         for (name, decl) in &self.variables {
             validate_variable_name(name)?;
@@ -148,8 +144,7 @@ impl Manifest {
         for (id, component) in &self.component {
             validate_component_id(id)?;
             for name in component.variables.keys() {
-                validate_variable_name(name)
-                    .with_context(|| format!("component '{id}'"))?;
+                validate_variable_name(name).with_context(|| format!("component '{id}'"))?;
             }
         }
         Ok(())
@@ -160,9 +155,7 @@ impl Manifest {
 pub fn validate_variable_name(name: &str) -> Result<()> {
     let mut chars = name.chars();
     let ok = chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
         && !name.ends_with('_')
         && !name.contains("__");
     if !ok {
@@ -174,9 +167,7 @@ pub fn validate_variable_name(name: &str) -> Result<()> {
 /// Spin: component ids are kebab-case (letters, digits, '-').
 pub fn validate_component_id(id: &str) -> Result<()> {
     let ok = id.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        && id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
     if !ok {
         bail!("invalid component id '{id}': use kebab-case");
     }
@@ -219,7 +210,9 @@ source = "sim.wasm"
         assert!(matches!(m.trigger.http[1].route, RouteDecl::Private { private: true }));
         let web = &m.component["web"];
         assert_eq!(web.variables["greeting"], "hello {{ a }}");
-        assert!(matches!(&web.files[0], FileMount::Placement { source, destination } if source == "static" && destination == "/site"));
+        assert!(
+            matches!(&web.files[0], FileMount::Placement { source, destination } if source == "static" && destination == "/site")
+        );
         assert!(matches!(&web.files[1], FileMount::Pattern(p) if p == "assets/*"));
     }
 

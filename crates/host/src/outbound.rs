@@ -65,8 +65,8 @@ impl AllowedHosts {
                 // hook in wasi:http 0.2; say so instead of accepting a no-op.
                 bail!("'{raw}': self-requests are not supported by this host; use service chaining (http://<component>.spin.internal)");
             }
-            let parsed = parse_entry(&entry)
-                .with_context(|| format!("invalid allowed_outbound_hosts entry '{raw}'"))?;
+            let parsed =
+                parse_entry(&entry).with_context(|| format!("invalid allowed_outbound_hosts entry '{raw}'"))?;
             allowed.entries.push(parsed);
         }
         Ok(allowed)
@@ -88,9 +88,11 @@ impl HostPattern {
             HostPattern::Any => true,
             HostPattern::Exact(h) => h == host,
             // `*.example.com` matches subdomains, not the apex (as in Spin).
-            HostPattern::Suffix(suffix) => host.len() > suffix.len() + 1
-                && host.ends_with(suffix.as_str())
-                && host.as_bytes()[host.len() - suffix.len() - 1] == b'.',
+            HostPattern::Suffix(suffix) => {
+                host.len() > suffix.len() + 1
+                    && host.ends_with(suffix.as_str())
+                    && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
+            }
             HostPattern::Cidr { net, bits } => host.parse::<Ipv4Addr>().is_ok_and(|ip| {
                 let mask = if *bits == 0 { 0 } else { u32::MAX << (32 - bits) };
                 u32::from(ip) & mask == *net
@@ -128,10 +130,7 @@ fn parse_entry(entry: &str) -> Result<AllowedHost> {
     let scheme = (scheme != "*").then(|| scheme.to_ascii_lowercase());
     let port = match port {
         None => {
-            let p = scheme
-                .as_deref()
-                .and_then(default_port)
-                .context("a port is required for this scheme")?;
+            let p = scheme.as_deref().and_then(default_port).context("a port is required for this scheme")?;
             PortPattern::Range(p, p)
         }
         Some("*") => PortPattern::Any,
@@ -239,11 +238,16 @@ mod tests {
 
     #[test]
     fn malformed_entries_are_refused() {
-        for bad in ["example.com", "https://example.com/path", "https://*ample.com", "https://a.*.com", "https://x:notaport", "ftp://x", "https://"] {
-            assert!(
-                AllowedHosts::parse(&[bad.to_string()], &vars()).is_err(),
-                "{bad} should be refused"
-            );
+        for bad in [
+            "example.com",
+            "https://example.com/path",
+            "https://*ample.com",
+            "https://a.*.com",
+            "https://x:notaport",
+            "ftp://x",
+            "https://",
+        ] {
+            assert!(AllowedHosts::parse(&[bad.to_string()], &vars()).is_err(), "{bad} should be refused");
         }
     }
 }

@@ -66,10 +66,8 @@ impl WasiHttpHooks for OutboundHooks {
                 let path = request.uri().path().to_string();
                 let route = RouteMatch::chained(&component_id, &path);
                 let full_url = request.uri().to_string();
-                let response = app
-                    .dispatch(&route, request, full_url, None)
-                    .await
-                    .map_err(|_| Error::DestinationNotFound)?;
+                let response =
+                    app.dispatch(&route, request, full_url, None).await.map_err(|_| Error::DestinationNotFound)?;
                 let response = response.map(BodyExt::boxed_unsync);
                 Ok((response, Box::new(async { Ok(()) }) as IoFuture))
             });

@@ -161,12 +161,8 @@ mod tests {
 
     #[test]
     fn exact_beats_wildcard_and_longest_prefix_wins() {
-        let r = router(&[
-            ("/...", "static"),
-            ("/api/...", "api"),
-            ("/api/admin/...", "admin"),
-            ("/api/config", "config"),
-        ]);
+        let r =
+            router(&[("/...", "static"), ("/api/...", "api"), ("/api/admin/...", "admin"), ("/api/config", "config")]);
         assert_eq!(id(&r, "/").as_deref(), Some("static"));
         assert_eq!(id(&r, "/index.html").as_deref(), Some("static"));
         assert_eq!(id(&r, "/api/sessions/s_1").as_deref(), Some("api"));
@@ -226,16 +222,17 @@ mod tests {
 
     #[test]
     fn private_routes_are_unroutable_duplicates_warn_and_reserved_is_refused() {
-        let triggers = vec![HttpTrigger {
-            route: RouteDecl::Private { private: true },
-            component: "sim".into(),
-            executor: None,
-        }];
+        let triggers =
+            vec![HttpTrigger { route: RouteDecl::Private { private: true }, component: "sim".into(), executor: None }];
         let (r, _) = Router::build(&triggers).unwrap();
         assert_eq!(id(&r, "/"), None);
         let dup = [("/a", "x"), ("/a/", "y")]
             .iter()
-            .map(|(route, c)| HttpTrigger { route: RouteDecl::Path(route.to_string()), component: c.to_string(), executor: None })
+            .map(|(route, c)| HttpTrigger {
+                route: RouteDecl::Path(route.to_string()),
+                component: c.to_string(),
+                executor: None,
+            })
             .collect::<Vec<_>>();
         let (r, warnings) = Router::build(&dup).unwrap();
         assert_eq!(id(&r, "/a").as_deref(), Some("y"), "the later declaration wins, as in Spin");

@@ -70,8 +70,8 @@ impl RuntimeConfig {
 
     /// Spin's defaults overlaid with the entries of a runtime-config file.
     pub fn from_file(path: &Path, app_dir: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading runtime config {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading runtime config {}", path.display()))?;
         let base = path.parent().unwrap_or(Path::new("."));
         Self::parse(&text, base, app_dir).with_context(|| format!("in {}", path.display()))
     }
@@ -127,7 +127,9 @@ path = "/abs/db.sqlite"
     fn defaults_match_spin_and_unknown_types_are_refused() {
         let c = RuntimeConfig::defaults(Path::new("/app"));
         assert_eq!(c.key_value_stores["default"], StoreLocation::File("/app/.spin/sqlite_key_value.db".into()));
-        assert!(RuntimeConfig::parse("[key_value_store.x]\ntype = \"redis\"\n", Path::new("/"), Path::new("/")).is_err());
+        assert!(
+            RuntimeConfig::parse("[key_value_store.x]\ntype = \"redis\"\n", Path::new("/"), Path::new("/")).is_err()
+        );
         assert!(RuntimeConfig::parse("[nonsense]\n", Path::new("/"), Path::new("/")).is_err());
     }
 }

@@ -53,18 +53,15 @@ impl App {
         // Log the path only: queries can carry tokens.
         let path = request.uri().path().to_string();
         let log_line = move |component: &str, status: u16, log: &LogSink| {
-            let line = format!(
-                "{method} {path} -> {component} {status} {:.2}ms",
-                started.elapsed().as_secs_f64() * 1e3
-            );
+            let line =
+                format!("{method} {path} -> {component} {status} {:.2}ms", started.elapsed().as_secs_f64() * 1e3);
             log.line(&line);
         };
 
-        let Some(host) = request
-            .uri()
-            .authority()
-            .map(|a| a.to_string())
-            .or_else(|| request.headers().get(http::header::HOST).and_then(|h| h.to_str().ok()).map(str::to_string))
+        let Some(host) =
+            request.uri().authority().map(|a| a.to_string()).or_else(|| {
+                request.headers().get(http::header::HOST).and_then(|h| h.to_str().ok()).map(str::to_string)
+            })
         else {
             log_line("-", 400, self.log());
             return LoggedBody::unlogged(bare_response(400, b""));
@@ -97,10 +94,7 @@ impl App {
         let status = response.status().as_u16();
         let log = self.log().clone();
         let component = route.component_id.clone();
-        response.map(|inner| LoggedBody {
-            inner,
-            on_end: Some(Box::new(move || log_line(&component, status, &log))),
-        })
+        response.map(|inner| LoggedBody { inner, on_end: Some(Box::new(move || log_line(&component, status, &log))) })
     }
 }
 

@@ -61,19 +61,36 @@ impl key_value::HostStore for RequestState {
         }
     }
 
-    fn get(&mut self, store: Resource<KeyValueStore>, key: String) -> wasmtime::Result<Result<Option<Vec<u8>>, key_value::Error>> {
+    fn get(
+        &mut self,
+        store: Resource<KeyValueStore>,
+        key: String,
+    ) -> wasmtime::Result<Result<Option<Vec<u8>>, key_value::Error>> {
         Ok(self.table.get(&store)?.get(&key).map_err(key_value::Error::Other))
     }
 
-    fn set(&mut self, store: Resource<KeyValueStore>, key: String, value: Vec<u8>) -> wasmtime::Result<Result<(), key_value::Error>> {
+    fn set(
+        &mut self,
+        store: Resource<KeyValueStore>,
+        key: String,
+        value: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), key_value::Error>> {
         Ok(self.table.get(&store)?.set(&key, &value).map_err(key_value::Error::Other))
     }
 
-    fn delete(&mut self, store: Resource<KeyValueStore>, key: String) -> wasmtime::Result<Result<(), key_value::Error>> {
+    fn delete(
+        &mut self,
+        store: Resource<KeyValueStore>,
+        key: String,
+    ) -> wasmtime::Result<Result<(), key_value::Error>> {
         Ok(self.table.get(&store)?.delete(&key).map_err(key_value::Error::Other))
     }
 
-    fn exists(&mut self, store: Resource<KeyValueStore>, key: String) -> wasmtime::Result<Result<bool, key_value::Error>> {
+    fn exists(
+        &mut self,
+        store: Resource<KeyValueStore>,
+        key: String,
+    ) -> wasmtime::Result<Result<bool, key_value::Error>> {
         Ok(self.table.get(&store)?.exists(&key).map_err(key_value::Error::Other))
     }
 
@@ -109,15 +126,16 @@ impl sqlite::HostConnection for RequestState {
     ) -> wasmtime::Result<Result<sqlite::QueryResult, sqlite::Error>> {
         let params: Vec<SqlValue> = parameters.into_iter().map(from_wit).collect();
         let result = self.table.get_mut(&conn)?.execute(&statement, &params);
-        Ok(result.map(|r| sqlite::QueryResult {
-            columns: r.columns,
-            rows: r
-                .rows
-                .into_iter()
-                .map(|values| sqlite::RowResult { values: values.into_iter().map(to_wit).collect() })
-                .collect(),
-        })
-        .map_err(sqlite::Error::Io))
+        Ok(result
+            .map(|r| sqlite::QueryResult {
+                columns: r.columns,
+                rows: r
+                    .rows
+                    .into_iter()
+                    .map(|values| sqlite::RowResult { values: values.into_iter().map(to_wit).collect() })
+                    .collect(),
+            })
+            .map_err(sqlite::Error::Io))
     }
 
     fn last_insert_rowid(&mut self, conn: Resource<SqliteConnection>) -> wasmtime::Result<i64> {

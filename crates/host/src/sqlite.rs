@@ -118,9 +118,7 @@ impl SqliteConnection {
         let mut rows = Vec::new();
         let mut bytes = std::mem::size_of::<QueryResult>();
         {
-            let mut result = stmt
-                .query(rusqlite::params_from_iter(params.iter()))
-                .map_err(|e| e.to_string())?;
+            let mut result = stmt.query(rusqlite::params_from_iter(params.iter())).map_err(|e| e.to_string())?;
             while let Some(row) = result.next().map_err(|e| e.to_string())? {
                 let mut values = Vec::with_capacity(width);
                 for i in 0..width {
@@ -187,7 +185,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!((c.last_insert_rowid(), c.changes()), (1, 1));
-        let r = c.execute("SELECT id, name, score, raw, NULL AS empty FROM t WHERE name = ?", &[SqlValue::Text("o'neil; DROP TABLE t".into())]).unwrap();
+        let r = c
+            .execute(
+                "SELECT id, name, score, raw, NULL AS empty FROM t WHERE name = ?",
+                &[SqlValue::Text("o'neil; DROP TABLE t".into())],
+            )
+            .unwrap();
         assert_eq!(r.columns, ["id", "name", "score", "raw", "empty"]);
         assert_eq!(
             r.rows,
@@ -216,15 +219,26 @@ mod tests {
         let mut a = db();
         a.execute("CREATE TABLE t (x)", &[]).unwrap();
         let mut b = db();
-        assert!(b.execute("SELECT * FROM t", &[]).unwrap_err().contains("no such table"), "as Spin: a fresh in-memory database");
+        assert!(
+            b.execute("SELECT * FROM t", &[]).unwrap_err().contains("no such table"),
+            "as Spin: a fresh in-memory database"
+        );
 
         let dir = tempfile::tempdir().unwrap();
-        let dbs = SqliteDatabases::open(&BTreeMap::from([("default".to_string(), StoreLocation::File(dir.path().join("x/db.sqlite")))])).unwrap();
+        let dbs = SqliteDatabases::open(&BTreeMap::from([(
+            "default".to_string(),
+            StoreLocation::File(dir.path().join("x/db.sqlite")),
+        )]))
+        .unwrap();
         let (mut one, mut two) = (dbs.connect("default").unwrap(), dbs.connect("default").unwrap());
         one.execute("CREATE TABLE t (x)", &[]).unwrap();
         one.execute("BEGIN", &[]).unwrap();
         one.execute("INSERT INTO t VALUES (1)", &[]).unwrap();
-        assert_eq!(two.execute("SELECT count(*) FROM t", &[]).unwrap().rows, vec![vec![SqlValue::Integer(0)]], "uncommitted work is the connection's own");
+        assert_eq!(
+            two.execute("SELECT count(*) FROM t", &[]).unwrap().rows,
+            vec![vec![SqlValue::Integer(0)]],
+            "uncommitted work is the connection's own"
+        );
         one.execute("COMMIT", &[]).unwrap();
         assert_eq!(two.execute("SELECT count(*) FROM t", &[]).unwrap().rows, vec![vec![SqlValue::Integer(1)]]);
     }

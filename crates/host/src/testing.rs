@@ -50,11 +50,13 @@ impl TestAppOptions {
     /// `default` database in a scratch file: Spin's in-memory SQLite is a new, empty
     /// database per `open`, so nothing stateful could be tested on one.
     pub fn new(manifest: impl Into<PathBuf>) -> Self {
-        let scratch = Arc::new(tempfile::Builder::new().prefix("ratatoskr-test-").tempdir().expect("a scratch directory"));
+        let scratch =
+            Arc::new(tempfile::Builder::new().prefix("ratatoskr-test-").tempdir().expect("a scratch directory"));
         let mut runtime_config = RuntimeConfig::in_memory();
-        runtime_config
-            .sqlite_databases
-            .insert("default".to_string(), crate::runtime_config::StoreLocation::File(scratch.path().join("sqlite_db.db")));
+        runtime_config.sqlite_databases.insert(
+            "default".to_string(),
+            crate::runtime_config::StoreLocation::File(scratch.path().join("sqlite_db.db")),
+        );
         Self {
             manifest: manifest.into(),
             variables: HashMap::new(),
@@ -118,7 +120,8 @@ pub struct RecordedRequest {
 }
 
 pub type MockBody = BoxBody<Bytes, Infallible>;
-type Handler = Arc<dyn Fn(RecordedRequest) -> Pin<Box<dyn Future<Output = http::Response<MockBody>> + Send>> + Send + Sync>;
+type Handler =
+    Arc<dyn Fn(RecordedRequest) -> Pin<Box<dyn Future<Output = http::Response<MockBody>> + Send>> + Send + Sync>;
 
 /// A scripted upstream on 127.0.0.1:<ephemeral>.
 pub struct MockUpstream {
@@ -219,7 +222,10 @@ pub fn respond(status: u16, content_type: &str, body: impl Into<Bytes>) -> http:
 
 /// A streaming response fed chunk by chunk through the returned sender; the
 /// body ends when the sender is dropped.
-pub fn streaming(status: u16, content_type: &str) -> (tokio::sync::mpsc::UnboundedSender<Bytes>, http::Response<MockBody>) {
+pub fn streaming(
+    status: u16,
+    content_type: &str,
+) -> (tokio::sync::mpsc::UnboundedSender<Bytes>, http::Response<MockBody>) {
     let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
     let stream = futures::stream::unfold(receiver, |mut rx| async move {
         rx.recv().await.map(|chunk| (Ok::<_, Infallible>(Frame::data(chunk)), rx))

@@ -65,10 +65,7 @@ impl std::fmt::Debug for ResolvedVariables {
 }
 
 impl ResolvedVariables {
-    pub fn resolve(
-        decls: &BTreeMap<String, VariableDecl>,
-        sources: &VariableSources,
-    ) -> Result<Self> {
+    pub fn resolve(decls: &BTreeMap<String, VariableDecl>, sources: &VariableSources) -> Result<Self> {
         for name in sources.explicit.keys() {
             if !decls.contains_key(name) {
                 bail!("variable '{name}' is set but not declared in [variables]");
@@ -105,14 +102,11 @@ impl ResolvedVariables {
         while let Some(start) = rest.find("{{") {
             out.push_str(&rest[..start]);
             let after = &rest[start + 2..];
-            let end = after
-                .find("}}")
-                .with_context(|| format!("unterminated '{{{{' in template '{template}'"))?;
+            let end = after.find("}}").with_context(|| format!("unterminated '{{{{' in template '{template}'"))?;
             let name = after[..end].trim();
             validate_variable_name(name)?;
-            let value = self
-                .get(name)
-                .with_context(|| format!("template '{template}' uses undeclared variable '{name}'"))?;
+            let value =
+                self.get(name).with_context(|| format!("template '{template}' uses undeclared variable '{name}'"))?;
             out.push_str(value);
             rest = &after[end + 2..];
         }
@@ -153,10 +147,7 @@ impl ComponentVariables {
         if validate_variable_name(name).is_err() {
             return Err(VariableError::InvalidName(format!("invalid variable name '{name}'")));
         }
-        self.values
-            .get(name)
-            .cloned()
-            .ok_or_else(|| VariableError::Undefined(format!("no variable for '{name}'")))
+        self.values.get(name).cloned().ok_or_else(|| VariableError::Undefined(format!("no variable for '{name}'")))
     }
 }
 
@@ -170,10 +161,7 @@ mod tests {
             required,
             secret: false,
         };
-        BTreeMap::from([
-            ("plain".to_string(), d(Some("from-default"), false)),
-            ("needed".to_string(), d(None, true)),
-        ])
+        BTreeMap::from([("plain".to_string(), d(Some("from-default"), false)), ("needed".to_string(), d(None, true))])
     }
 
     fn sources(explicit: &[(&str, &str)], env: &[(&str, &str)]) -> VariableSources {

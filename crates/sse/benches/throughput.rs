@@ -13,21 +13,13 @@ const CHUNK: usize = 16 * 1024;
 
 /// Returns the stream and its number of events.
 fn admin_stream(target_bytes: usize) -> (Vec<u8>, u64) {
-    let types = [
-        "turn.started",
-        "tool_call.started",
-        "tool_call.finished",
-        "turn.done",
-        "session.created",
-    ];
+    let types = ["turn.started", "tool_call.started", "tool_call.finished", "turn.done", "session.created"];
     let mut out = String::new();
     let mut id = 0u64;
     while out.len() < target_bytes {
         id += 1;
         if id.is_multiple_of(5) {
-            out.push_str(&format!(
-                "id: {id}\nevent: system.heartbeat\ndata: {{}}\n\n"
-            ));
+            out.push_str(&format!("id: {id}\nevent: system.heartbeat\ndata: {{}}\n\n"));
         } else {
             let session = id % 4;
             let kind = types[(id % types.len() as u64) as usize];

@@ -63,11 +63,7 @@ impl AdminEvent {
     /// line inherits the previous one (spec behaviour, also the Python
     /// client's); only a stream that never sent one is missing it.
     pub fn from_sse(event: &Event) -> Result<AdminEvent, AdminEventError> {
-        let id = event
-            .id
-            .as_deref()
-            .and_then(parse_event_id)
-            .ok_or(AdminEventError::MalformedSseId)?;
+        let id = event.id.as_deref().and_then(parse_event_id).ok_or(AdminEventError::MalformedSseId)?;
         let data = match serde_json::from_str::<Value>(&event.data) {
             Ok(Value::Object(map)) => map,
             _ => return Err(AdminEventError::MalformedSseData),
@@ -76,12 +72,7 @@ impl AdminEvent {
             Some(Value::String(ts)) => Some(ts.clone()),
             _ => None,
         };
-        Ok(AdminEvent {
-            id,
-            r#type: event.event.clone(),
-            timestamp,
-            data,
-        })
+        Ok(AdminEvent { id, r#type: event.event.clone(), timestamp, data })
     }
 }
 
@@ -154,12 +145,8 @@ impl StreamError {
             StreamError::ConnectFailed => "could not connect to the admin event stream",
             StreamError::UpstreamStatus { .. } => "the admin event stream was refused",
             StreamError::ConnectionDropped => "the admin event stream ended",
-            StreamError::MalformedSseId => {
-                "the admin event stream sent an event with a malformed id"
-            }
-            StreamError::MalformedSseData => {
-                "the admin event stream sent an event whose data is not a JSON object"
-            }
+            StreamError::MalformedSseId => "the admin event stream sent an event with a malformed id",
+            StreamError::MalformedSseData => "the admin event stream sent an event whose data is not a JSON object",
             StreamError::EventTooLarge { .. } => "the admin event stream sent an oversized event",
         }
     }
@@ -307,13 +294,7 @@ impl AdminEventFilter {
         if let Some(err) = self.stopped {
             return Flow::Stop(err);
         }
-        let AdminEventFilter {
-            parser,
-            session_id,
-            stats,
-            json,
-            ..
-        } = self;
+        let AdminEventFilter { parser, session_id, stats, json, .. } = self;
         let mut failure: Option<StreamError> = None;
         let parsed = parser.feed_with(chunk, |item| {
             if failure.is_some() {
@@ -321,12 +302,10 @@ impl AdminEventFilter {
             }
             match item {
                 Item::Comment(_) => stats.comments += 1,
-                Item::Event(event) => {
-                    match forward(&event, session_id.as_deref(), stats, json, out) {
-                        Ok(()) => {}
-                        Err(err) => failure = Some(err.into()),
-                    }
-                }
+                Item::Event(event) => match forward(&event, session_id.as_deref(), stats, json, out) {
+                    Ok(()) => {}
+                    Err(err) => failure = Some(err.into()),
+                },
             }
         });
         if let (None, Err(err)) = (failure, parsed) {
@@ -390,24 +369,12 @@ mod tests {
     use serde_json::json;
 
     fn sse(id: Option<&str>, event: &str, data: &str) -> Event {
-        Event {
-            id: id.map(str::to_owned),
-            event: event.into(),
-            data: data.into(),
-            retry: None,
-        }
+        Event { id: id.map(str::to_owned), event: event.into(), data: data.into(), retry: None }
     }
 
     fn admin(r#type: &str, data: Value) -> AdminEvent {
-        let Value::Object(data) = data else {
-            panic!("object")
-        };
-        AdminEvent {
-            id: 1,
-            r#type: r#type.into(),
-            timestamp: None,
-            data,
-        }
+        let Value::Object(data) = data else { panic!("object") };
+        AdminEvent { id: 1, r#type: r#type.into(), timestamp: None, data }
     }
 
     // --- from_sse ---
@@ -448,37 +415,20 @@ mod tests {
             Some("１"),
             Some("18446744073709551616"),
         ] {
-            assert_eq!(
-                AdminEvent::from_sse(&sse(id, "x.y", "{}")),
-                Err(AdminEventError::MalformedSseId),
-                "{id:?}"
-            );
+            assert_eq!(AdminEvent::from_sse(&sse(id, "x.y", "{}")), Err(AdminEventError::MalformedSseId), "{id:?}");
         }
     }
 
     #[test]
     fn ids_that_are_valid() {
         for (raw, want) in [("0", 0), ("007", 7), ("18446744073709551615", u64::MAX)] {
-            assert_eq!(
-                AdminEvent::from_sse(&sse(Some(raw), "x.y", "{}")).map(|e| e.id),
-                Ok(want)
-            );
+            assert_eq!(AdminEvent::from_sse(&sse(Some(raw), "x.y", "{}")).map(|e| e.id), Ok(want));
         }
     }
 
     #[test]
     fn data_that_is_malformed() {
-        for data in [
-            "",
-            "[]",
-            "1",
-            "\"s\"",
-            "null",
-            "{",
-            "{}{}",
-            "{} x",
-            "{\"a\":1}\n{}",
-        ] {
+        for data in ["", "[]", "1", "\"s\"", "null", "{", "{}{}", "{} x", "{\"a\":1}\n{}"] {
             assert_eq!(
                 AdminEvent::from_sse(&sse(Some("1"), "x.y", data)),
                 Err(AdminEventError::MalformedSseData),
@@ -489,16 +439,12 @@ mod tests {
 
     #[test]
     fn id_is_checked_before_data() {
-        assert_eq!(
-            AdminEvent::from_sse(&sse(None, "x.y", "[]")),
-            Err(AdminEventError::MalformedSseId)
-        );
+        assert_eq!(AdminEvent::from_sse(&sse(None, "x.y", "[]")), Err(AdminEventError::MalformedSseId));
     }
 
     #[test]
     fn default_message_type_is_kept_as_is() {
-        let ev = AdminEvent::from_sse(&sse(Some("1"), "message", r#"{"session_id":"s"}"#))
-            .expect("valid");
+        let ev = AdminEvent::from_sse(&sse(Some("1"), "message", r#"{"session_id":"s"}"#)).expect("valid");
         assert_eq!(ev.r#type, "message");
         assert!(admin_event_matches(&ev, Some("s")));
         assert!(!admin_event_matches(&ev, Some("t")));
@@ -525,12 +471,7 @@ mod tests {
 
     #[test]
     fn post_002_other_system_events_always_match() {
-        for t in [
-            "system.restart",
-            "system.",
-            "system.heartbeat.extra",
-            "system.lagged",
-        ] {
+        for t in ["system.restart", "system.", "system.heartbeat.extra", "system.lagged"] {
             let ev = admin(t, json!({"session_id": "other"}));
             assert!(admin_event_matches(&ev, Some("s")), "{t}");
             assert!(admin_event_matches(&ev, None), "{t}");
@@ -543,10 +484,7 @@ mod tests {
         assert!(admin_event_matches(&ev, Some("s_1")));
         assert!(!admin_event_matches(&ev, Some("s_2")));
         assert!(!admin_event_matches(&ev, Some("S_1")));
-        assert!(
-            !admin_event_matches(&ev, None),
-            "None forwards no non-system event"
-        );
+        assert!(!admin_event_matches(&ev, None), "None forwards no non-system event");
     }
 
     #[test]
@@ -585,9 +523,7 @@ mod tests {
     fn parse_frames(text: &str) -> Vec<Event> {
         let mut parser = Parser::new();
         let mut items = Vec::new();
-        parser
-            .feed(text.as_bytes(), &mut items)
-            .expect("within limits");
+        parser.feed(text.as_bytes(), &mut items).expect("within limits");
         assert!(!parser.finish(), "frames must be complete: {text:?}");
         items
             .into_iter()
@@ -604,15 +540,8 @@ mod tests {
         ev.id = 77;
         let mut out = String::new();
         encode_admin_event(&mut out, &ev).expect("serializable");
-        assert!(
-            out.starts_with("event: admin_event\nid: 77\ndata: {"),
-            "{out}"
-        );
-        assert_eq!(
-            out.matches('\n').count(),
-            4,
-            "JSON on one data line: {out:?}"
-        );
+        assert!(out.starts_with("event: admin_event\nid: 77\ndata: {"), "{out}");
+        assert_eq!(out.matches('\n').count(), 4, "JSON on one data line: {out:?}");
         let frames = parse_frames(&out);
         assert_eq!(frames.len(), 1);
         assert_eq!(frames[0].event, ADMIN_EVENT_NAME);
@@ -628,27 +557,11 @@ mod tests {
     fn stream_error_frames() {
         let cases = [
             (StreamError::ConnectFailed, json!("connect_failed"), None),
-            (
-                StreamError::UpstreamStatus { status: 403 },
-                json!("upstream_status"),
-                Some(("status", json!(403))),
-            ),
-            (
-                StreamError::ConnectionDropped,
-                json!("connection_dropped"),
-                None,
-            ),
+            (StreamError::UpstreamStatus { status: 403 }, json!("upstream_status"), Some(("status", json!(403)))),
+            (StreamError::ConnectionDropped, json!("connection_dropped"), None),
             (StreamError::MalformedSseId, json!("malformed_sse_id"), None),
-            (
-                StreamError::MalformedSseData,
-                json!("malformed_sse_data"),
-                None,
-            ),
-            (
-                StreamError::EventTooLarge { limit_bytes: 9 },
-                json!("event_too_large"),
-                Some(("limit_bytes", json!(9))),
-            ),
+            (StreamError::MalformedSseData, json!("malformed_sse_data"), None),
+            (StreamError::EventTooLarge { limit_bytes: 9 }, json!("event_too_large"), Some(("limit_bytes", json!(9)))),
         ];
         for (err, reason, extra) in cases {
             let mut out = String::new();
@@ -712,21 +625,9 @@ mod tests {
         assert_eq!(flow, Flow::Continue);
         assert_eq!(
             forwarded(&out),
-            vec![
-                (2, "turn.started".to_owned()),
-                (4, "system.restart".to_owned()),
-                (6, "turn.done".to_owned())
-            ]
+            vec![(2, "turn.started".to_owned()), (4, "system.restart".to_owned()), (6, "turn.done".to_owned())]
         );
-        assert_eq!(
-            filter.stats(),
-            FilterStats {
-                events: 6,
-                forwarded: 3,
-                heartbeats: 1,
-                comments: 1
-            }
-        );
+        assert_eq!(filter.stats(), FilterStats { events: 6, forwarded: 3, heartbeats: 1, comments: 1 });
         assert_eq!(filter.last_event_id(), "6");
     }
 
@@ -754,20 +655,12 @@ mod tests {
 
     #[test]
     fn filter_output_is_independent_of_chunking() {
-        let whole = run(
-            &mut AdminEventFilter::new(Some("s_1".into())),
-            &[STREAM.as_bytes()],
-        )
-        .0;
+        let whole = run(&mut AdminEventFilter::new(Some("s_1".into())), &[STREAM.as_bytes()]).0;
         let bytes = STREAM.as_bytes();
         for size in [1, 2, 3, 7, 64] {
             let chunks: Vec<&[u8]> = bytes.chunks(size).collect();
             let (out, flow) = run(&mut AdminEventFilter::new(Some("s_1".into())), &chunks);
-            assert_eq!(
-                (out.as_str(), flow),
-                (whole.as_str(), Flow::Continue),
-                "chunk size {size}"
-            );
+            assert_eq!((out.as_str(), flow), (whole.as_str(), Flow::Continue), "chunk size {size}");
         }
     }
 
@@ -777,25 +670,16 @@ mod tests {
         let mut out = String::new();
         // Nothing complete yet: nothing written.
         assert_eq!(
-            filter.feed(
-                b"id: 2\nevent: turn.started\ndata: {\"session_id\":\"s_1\"}\n",
-                &mut out
-            ),
+            filter.feed(b"id: 2\nevent: turn.started\ndata: {\"session_id\":\"s_1\"}\n", &mut out),
             Flow::Continue
         );
         assert!(out.is_empty());
         // The blank line completes it, together with a second event.
         assert_eq!(
-            filter.feed(
-                b"\nid: 3\nevent: turn.done\ndata: {\"session_id\":\"s_1\"}\n\n",
-                &mut out
-            ),
+            filter.feed(b"\nid: 3\nevent: turn.done\ndata: {\"session_id\":\"s_1\"}\n\n", &mut out),
             Flow::Continue
         );
-        assert_eq!(
-            forwarded(&out),
-            vec![(2, "turn.started".to_owned()), (3, "turn.done".to_owned())]
-        );
+        assert_eq!(forwarded(&out), vec![(2, "turn.started".to_owned()), (3, "turn.done".to_owned())]);
     }
 
     fn last_frame_reason(out: &str) -> String {
@@ -812,11 +696,7 @@ mod tests {
         let input = "id: 2\nevent: turn.started\ndata: {\"session_id\":\"s_1\"}\n\nid: x\nevent: turn.done\ndata: {\"session_id\":\"s_1\"}\n\nid: 9\nevent: system.restart\ndata: {}\n\n";
         let (out, flow) = run(&mut filter, &[input.as_bytes()]);
         assert_eq!(flow, Flow::Stop(StreamError::MalformedSseId));
-        assert_eq!(
-            forwarded(&out),
-            vec![(2, "turn.started".to_owned())],
-            "nothing after the error"
-        );
+        assert_eq!(forwarded(&out), vec![(2, "turn.started".to_owned())], "nothing after the error");
         assert_eq!(last_frame_reason(&out), "malformed_sse_id");
         assert_eq!(out.matches("event: stream_error").count(), 1);
     }
@@ -832,27 +712,18 @@ mod tests {
     #[test]
     fn filter_malformed_data_of_another_session_still_stops() {
         let mut filter = AdminEventFilter::new(Some("s_1".into()));
-        let (out, flow) = run(
-            &mut filter,
-            &[b"id: 1\nevent: turn.started\ndata: [\"s_2\"]\n\n"],
-        );
+        let (out, flow) = run(&mut filter, &[b"id: 1\nevent: turn.started\ndata: [\"s_2\"]\n\n"]);
         assert_eq!(flow, Flow::Stop(StreamError::MalformedSseData));
         assert_eq!(last_frame_reason(&out), "malformed_sse_data");
     }
 
     #[test]
     fn filter_oversized_event_stops() {
-        let limits = Limits {
-            max_line_bytes: 64,
-            max_event_bytes: 64,
-        };
+        let limits = Limits { max_line_bytes: 64, max_event_bytes: 64 };
         let mut filter = AdminEventFilter::with_limits(None, limits);
         let big = format!("id: 1\nevent: system.x\ndata: {}\n\n", "a".repeat(100));
         let (out, flow) = run(&mut filter, &[big.as_bytes()]);
-        assert_eq!(
-            flow,
-            Flow::Stop(StreamError::EventTooLarge { limit_bytes: 64 })
-        );
+        assert_eq!(flow, Flow::Stop(StreamError::EventTooLarge { limit_bytes: 64 }));
         assert_eq!(last_frame_reason(&out), "event_too_large");
     }
 
@@ -866,14 +737,8 @@ mod tests {
             filter.feed(b"id: 1\nevent: system.x\ndata: {}\n\n", &mut out),
             Flow::Stop(StreamError::MalformedSseId)
         );
-        assert_eq!(
-            filter.finish(&mut out),
-            Flow::Stop(StreamError::MalformedSseId)
-        );
-        assert_eq!(
-            filter.fail(StreamError::ConnectFailed, &mut out),
-            Flow::Stop(StreamError::MalformedSseId)
-        );
+        assert_eq!(filter.finish(&mut out), Flow::Stop(StreamError::MalformedSseId));
+        assert_eq!(filter.fail(StreamError::ConnectFailed, &mut out), Flow::Stop(StreamError::MalformedSseId));
         assert!(out.is_empty(), "one stream_error per stream");
         assert_eq!(filter.stopped(), Some(StreamError::MalformedSseId));
     }
@@ -882,14 +747,8 @@ mod tests {
     fn filter_finish_is_connection_dropped() {
         let mut filter = AdminEventFilter::new(None);
         let mut out = String::new();
-        assert_eq!(
-            filter.feed(b"id: 4\nevent: system.x\ndata: {}\n\nid: 5\n", &mut out),
-            Flow::Continue
-        );
-        assert_eq!(
-            filter.finish(&mut out),
-            Flow::Stop(StreamError::ConnectionDropped)
-        );
+        assert_eq!(filter.feed(b"id: 4\nevent: system.x\ndata: {}\n\nid: 5\n", &mut out), Flow::Continue);
+        assert_eq!(filter.finish(&mut out), Flow::Stop(StreamError::ConnectionDropped));
         assert_eq!(forwarded(&out), vec![(4, "system.x".to_owned())]);
         assert_eq!(last_frame_reason(&out), "connection_dropped");
     }
@@ -904,10 +763,7 @@ mod tests {
         );
         let frames = parse_frames(&out);
         let payload: Value = serde_json::from_str(&frames[0].data).expect("json");
-        assert_eq!(
-            (payload["reason"].as_str(), payload["status"].as_u64()),
-            (Some("upstream_status"), Some(401))
-        );
+        assert_eq!((payload["reason"].as_str(), payload["status"].as_u64()), (Some("upstream_status"), Some(401)));
     }
 
     #[test]
@@ -917,10 +773,7 @@ mod tests {
         let mut filter = AdminEventFilter::new(None);
         let (out, _) = run(
             &mut filter,
-            &[
-                "id: 1\nevent: system.x\u{2028}</script>\ndata: {\"k\":\"a\\nevent: evil\"}\n\n"
-                    .as_bytes(),
-            ],
+            &["id: 1\nevent: system.x\u{2028}</script>\ndata: {\"k\":\"a\\nevent: evil\"}\n\n".as_bytes()],
         );
         let frames = parse_frames(&out);
         assert_eq!(frames.len(), 1);

@@ -44,12 +44,7 @@ fn is_single_line(value: &str) -> bool {
 /// `data` always produces at least one `data:` line, so even an empty
 /// string is dispatched. Round trip: a reader gets back the same event name
 /// and id, and `data` with CRLF and CR turned into LF.
-pub fn encode_event(
-    out: &mut String,
-    event: Option<&str>,
-    id: Option<&str>,
-    data: &str,
-) -> Result<(), EncodeError> {
+pub fn encode_event(out: &mut String, event: Option<&str>, id: Option<&str>, data: &str) -> Result<(), EncodeError> {
     if event.is_some_and(|name| !is_single_line(name)) {
         return Err(EncodeError::InvalidEventName);
     }
@@ -122,11 +117,7 @@ impl<'a> Iterator for Lines<'a> {
                 Some(rest)
             }
             Some(end) => {
-                let skip = if bytes[end] == b'\r' && bytes.get(end + 1) == Some(&b'\n') {
-                    2
-                } else {
-                    1
-                };
+                let skip = if bytes[end] == b'\r' && bytes.get(end + 1) == Some(&b'\n') { 2 } else { 1 };
                 // CR and LF are ASCII, so both slice points are char boundaries.
                 self.rest = Some(&rest[end + skip..]);
                 Some(&rest[..end])
@@ -149,28 +140,20 @@ mod tests {
     fn parse(text: &str) -> Vec<Item> {
         let mut parser = Parser::new();
         let mut out = Vec::new();
-        parser
-            .feed(text.as_bytes(), &mut out)
-            .expect("within limits");
+        parser.feed(text.as_bytes(), &mut out).expect("within limits");
         assert!(!parser.finish(), "encoder left an open event: {text:?}");
         out
     }
 
     #[test]
     fn writes_fields_in_order() {
-        assert_eq!(
-            encoded(Some("turn.started"), Some("12"), "{}"),
-            "event: turn.started\nid: 12\ndata: {}\n\n"
-        );
+        assert_eq!(encoded(Some("turn.started"), Some("12"), "{}"), "event: turn.started\nid: 12\ndata: {}\n\n");
         assert_eq!(encoded(None, None, "x"), "data: x\n\n");
     }
 
     #[test]
     fn data_newlines_become_data_lines() {
-        assert_eq!(
-            encoded(None, None, "a\nb\r\nc\rd"),
-            "data: a\ndata: b\ndata: c\ndata: d\n\n"
-        );
+        assert_eq!(encoded(None, None, "a\nb\r\nc\rd"), "data: a\ndata: b\ndata: c\ndata: d\n\n");
         assert_eq!(encoded(None, None, "a\n"), "data: a\ndata: \n\n");
         assert_eq!(encoded(None, None, "\r\n\r"), "data: \ndata: \ndata: \n\n");
     }
@@ -180,12 +163,7 @@ mod tests {
         assert_eq!(encoded(None, None, ""), "data: \n\n");
         assert_eq!(
             parse("data: \n\n"),
-            vec![Item::Event(Event {
-                id: None,
-                event: "message".into(),
-                data: String::new(),
-                retry: None
-            })]
+            vec![Item::Event(Event { id: None, event: "message".into(), data: String::new(), retry: None })]
         );
     }
 
@@ -208,10 +186,7 @@ mod tests {
     fn event_name_with_line_break_or_nul_is_refused() {
         for bad in ["a\nb", "a\rb", "a\r\n", "\n", "a\0"] {
             let mut out = String::from("kept");
-            assert_eq!(
-                encode_event(&mut out, Some(bad), None, "d"),
-                Err(EncodeError::InvalidEventName)
-            );
+            assert_eq!(encode_event(&mut out, Some(bad), None, "d"), Err(EncodeError::InvalidEventName));
             assert_eq!(out, "kept", "nothing written for {bad:?}");
         }
     }
@@ -220,10 +195,7 @@ mod tests {
     fn id_with_line_break_or_nul_is_refused() {
         for bad in ["1\n2", "1\r", "\r\n", "1\u{0}"] {
             let mut out = String::new();
-            assert_eq!(
-                encode_event(&mut out, Some("ok"), Some(bad), "d"),
-                Err(EncodeError::InvalidId)
-            );
+            assert_eq!(encode_event(&mut out, Some("ok"), Some(bad), "d"), Err(EncodeError::InvalidId));
             assert!(out.is_empty());
         }
     }
@@ -247,13 +219,8 @@ mod tests {
         let mut text = encoded(None, Some("5"), "a");
         text.push_str(&encoded(Some(""), Some(""), "b"));
         let items = parse(&text);
-        let Item::Event(second) = &items[1] else {
-            panic!("{items:?}")
-        };
-        assert_eq!(
-            (second.id.as_deref(), second.event.as_str()),
-            (None, "message")
-        );
+        let Item::Event(second) = &items[1] else { panic!("{items:?}") };
+        assert_eq!((second.id.as_deref(), second.event.as_str()), (None, "message"));
     }
 
     #[test]
@@ -263,11 +230,7 @@ mod tests {
         assert_eq!(out, ": hi\n: data: injected\n: \n\n");
         assert_eq!(
             parse(&out),
-            vec![
-                Item::Comment("hi".into()),
-                Item::Comment("data: injected".into()),
-                Item::Comment(String::new()),
-            ]
+            vec![Item::Comment("hi".into()), Item::Comment("data: injected".into()), Item::Comment(String::new()),]
         );
     }
 

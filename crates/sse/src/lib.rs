@@ -13,8 +13,8 @@ pub mod encoder;
 pub mod parser;
 
 pub use admin::{
-    admin_event_matches, encode_admin_event, encode_stream_error, AdminEvent, AdminEventError,
-    AdminEventFilter, FilterStats, Flow, StreamError, ADMIN_EVENT_NAME, STREAM_ERROR_NAME,
+    admin_event_matches, encode_admin_event, encode_stream_error, AdminEvent, AdminEventError, AdminEventFilter,
+    FilterStats, Flow, StreamError, ADMIN_EVENT_NAME, STREAM_ERROR_NAME,
 };
 pub use encoder::{encode_comment, encode_event, encode_keepalive, EncodeError, KEEPALIVE};
 pub use parser::{Event, Item, Limits, Parser, SseError, DEFAULT_MAX_BYTES};

@@ -31,10 +31,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_line_bytes: DEFAULT_MAX_BYTES,
-            max_event_bytes: DEFAULT_MAX_BYTES,
-        }
+        Limits { max_line_bytes: DEFAULT_MAX_BYTES, max_event_bytes: DEFAULT_MAX_BYTES }
     }
 }
 
@@ -157,10 +154,7 @@ impl Parser {
     /// Heap bytes held by the parser's buffers. Bounded by the limits
     /// (each buffer at most a small multiple of them), whatever the input.
     pub fn buffered_bytes(&self) -> usize {
-        self.line.capacity()
-            + self.data.capacity()
-            + self.event_type.capacity()
-            + self.last_event_id.capacity()
+        self.line.capacity() + self.data.capacity() + self.event_type.capacity() + self.last_event_id.capacity()
     }
 
     /// The error the parser is stuck in, if any.
@@ -176,11 +170,7 @@ impl Parser {
 
     /// Parses `chunk`, handing every completed item to `on_item` in stream
     /// order. Items completed before an error are still handed over.
-    pub fn feed_with<F: FnMut(Item)>(
-        &mut self,
-        chunk: &[u8],
-        mut on_item: F,
-    ) -> Result<(), SseError> {
+    pub fn feed_with<F: FnMut(Item)>(&mut self, chunk: &[u8], mut on_item: F) -> Result<(), SseError> {
         if let Some(err) = self.error {
             return Err(err);
         }
@@ -216,11 +206,7 @@ impl Parser {
         discarded
     }
 
-    fn feed_inner(
-        &mut self,
-        mut chunk: &[u8],
-        on_item: &mut dyn FnMut(Item),
-    ) -> Result<(), SseError> {
+    fn feed_inner(&mut self, mut chunk: &[u8], on_item: &mut dyn FnMut(Item)) -> Result<(), SseError> {
         if let BomState::Matching(matched) = self.bom {
             chunk = self.strip_bom(matched, chunk);
         }
@@ -291,9 +277,7 @@ impl Parser {
 
     fn check_line_len(&self, len: usize) -> Result<(), SseError> {
         if len > self.limits.max_line_bytes {
-            Err(SseError::LineTooLong {
-                limit: self.limits.max_line_bytes,
-            })
+            Err(SseError::LineTooLong { limit: self.limits.max_line_bytes })
         } else {
             Ok(())
         }
@@ -316,9 +300,7 @@ impl Parser {
         };
         match name {
             b"data" => {
-                let too_large = SseError::EventTooLarge {
-                    limit: self.limits.max_event_bytes,
-                };
+                let too_large = SseError::EventTooLarge { limit: self.limits.max_event_bytes };
                 // Checked before growing; checked again after, because each
                 // invalid byte decodes to a 3-byte replacement character.
                 if self.data.len() + value.len() + 1 > self.limits.max_event_bytes {
@@ -367,19 +349,10 @@ impl Parser {
         if self.data.capacity() > RETAINED_CAPACITY {
             self.data.shrink_to(RETAINED_CAPACITY);
         }
-        let event = if self.event_type.is_empty() {
-            String::from("message")
-        } else {
-            self.event_type.clone()
-        };
+        let event = if self.event_type.is_empty() { String::from("message") } else { self.event_type.clone() };
         self.event_type.clear();
         let id = (!self.last_event_id.is_empty()).then(|| self.last_event_id.clone());
-        on_item(Item::Event(Event {
-            id,
-            event,
-            data,
-            retry,
-        }));
+        on_item(Item::Event(Event { id, event, data, retry }));
     }
 }
 
@@ -438,12 +411,7 @@ mod tests {
     }
 
     fn ev(id: Option<&str>, event: &str, data: &str) -> Event {
-        Event {
-            id: id.map(str::to_owned),
-            event: event.to_owned(),
-            data: data.to_owned(),
-            retry: None,
-        }
+        Event { id: id.map(str::to_owned), event: event.to_owned(), data: data.to_owned(), retry: None }
     }
 
     fn feed_each(parser: &mut Parser, chunks: &[&[u8]]) -> Vec<Item> {
@@ -456,34 +424,22 @@ mod tests {
 
     #[test]
     fn lf_line_endings() {
-        assert_eq!(
-            events(b"data: a\n\ndata: b\n\n"),
-            vec![ev(None, "message", "a"), ev(None, "message", "b")]
-        );
+        assert_eq!(events(b"data: a\n\ndata: b\n\n"), vec![ev(None, "message", "a"), ev(None, "message", "b")]);
     }
 
     #[test]
     fn cr_line_endings() {
-        assert_eq!(
-            events(b"data: a\r\rdata: b\r\r"),
-            vec![ev(None, "message", "a"), ev(None, "message", "b")]
-        );
+        assert_eq!(events(b"data: a\r\rdata: b\r\r"), vec![ev(None, "message", "a"), ev(None, "message", "b")]);
     }
 
     #[test]
     fn crlf_line_endings() {
-        assert_eq!(
-            events(b"data: a\r\n\r\ndata: b\r\n\r\n"),
-            vec![ev(None, "message", "a"), ev(None, "message", "b")]
-        );
+        assert_eq!(events(b"data: a\r\n\r\ndata: b\r\n\r\n"), vec![ev(None, "message", "a"), ev(None, "message", "b")]);
     }
 
     #[test]
     fn mixed_line_endings() {
-        assert_eq!(
-            events(b"data: a\rdata: b\ndata: c\r\n\n"),
-            vec![ev(None, "message", "a\nb\nc")]
-        );
+        assert_eq!(events(b"data: a\rdata: b\ndata: c\r\n\n"), vec![ev(None, "message", "a\nb\nc")]);
     }
 
     #[test]
@@ -510,10 +466,7 @@ mod tests {
 
     #[test]
     fn leading_bom_is_stripped() {
-        assert_eq!(
-            events(b"\xEF\xBB\xBFdata: a\n\n"),
-            vec![ev(None, "message", "a")]
-        );
+        assert_eq!(events(b"\xEF\xBB\xBFdata: a\n\n"), vec![ev(None, "message", "a")]);
     }
 
     #[test]
@@ -526,10 +479,7 @@ mod tests {
     #[test]
     fn only_one_bom_is_stripped() {
         // The second BOM makes the field name "\u{FEFF}data", an unknown field.
-        assert_eq!(
-            events(b"\xEF\xBB\xBF\xEF\xBB\xBFdata: a\n\ndata: b\n\n"),
-            vec![ev(None, "message", "b")]
-        );
+        assert_eq!(events(b"\xEF\xBB\xBF\xEF\xBB\xBFdata: a\n\ndata: b\n\n"), vec![ev(None, "message", "b")]);
     }
 
     #[test]
@@ -601,46 +551,30 @@ mod tests {
 
     #[test]
     fn value_keeps_later_colons() {
-        assert_eq!(
-            events(b"data: a: b:c\n\n"),
-            vec![ev(None, "message", "a: b:c")]
-        );
+        assert_eq!(events(b"data: a: b:c\n\n"), vec![ev(None, "message", "a: b:c")]);
     }
 
     #[test]
     fn data_lines_are_joined_with_lf_and_trailing_lf_removed() {
-        assert_eq!(
-            events(b"data: a\ndata: b\ndata:\n\n"),
-            vec![ev(None, "message", "a\nb\n")]
-        );
+        assert_eq!(events(b"data: a\ndata: b\ndata:\n\n"), vec![ev(None, "message", "a\nb\n")]);
     }
 
     #[test]
     fn event_type_defaults_to_message_and_resets_per_event() {
         assert_eq!(
             events(b"event: turn.started\ndata: 1\n\ndata: 2\n\nevent:\ndata: 3\n\n"),
-            vec![
-                ev(None, "turn.started", "1"),
-                ev(None, "message", "2"),
-                ev(None, "message", "3"),
-            ]
+            vec![ev(None, "turn.started", "1"), ev(None, "message", "2"), ev(None, "message", "3"),]
         );
     }
 
     #[test]
     fn last_event_field_wins() {
-        assert_eq!(
-            events(b"event: a\nevent: b\ndata: x\n\n"),
-            vec![ev(None, "b", "x")]
-        );
+        assert_eq!(events(b"event: a\nevent: b\ndata: x\n\n"), vec![ev(None, "b", "x")]);
     }
 
     #[test]
     fn empty_data_is_not_dispatched_and_clears_event_type() {
-        assert_eq!(
-            events(b"event: x\n\ndata: a\n\nevent: y\nid: 3\n\n"),
-            vec![ev(None, "message", "a")]
-        );
+        assert_eq!(events(b"event: x\n\ndata: a\n\nevent: y\nid: 3\n\n"), vec![ev(None, "message", "a")]);
     }
 
     #[test]
@@ -654,9 +588,7 @@ mod tests {
     #[test]
     fn last_event_id_persists_until_changed_or_reset() {
         assert_eq!(
-            events(
-                b"id: 1\ndata: a\n\ndata: b\n\nid\ndata: c\n\nid: 2\ndata: d\n\nid:\ndata: e\n\n"
-            ),
+            events(b"id: 1\ndata: a\n\ndata: b\n\nid\ndata: c\n\nid: 2\ndata: d\n\nid:\ndata: e\n\n"),
             vec![
                 ev(Some("1"), "message", "a"),
                 ev(Some("1"), "message", "b"),
@@ -669,20 +601,14 @@ mod tests {
 
     #[test]
     fn id_with_nul_is_ignored() {
-        assert_eq!(
-            events(b"id: 5\n\nid: 6\x007\ndata: a\n\n"),
-            vec![ev(Some("5"), "message", "a")]
-        );
+        assert_eq!(events(b"id: 5\n\nid: 6\x007\ndata: a\n\n"), vec![ev(Some("5"), "message", "a")]);
     }
 
     #[test]
     fn retry_requires_ascii_digits() {
         let mut parser = Parser::new();
         let out = feed_each(&mut parser, &[b"retry: 1500\ndata: a\n\n"]);
-        let expected = Event {
-            retry: Some(1500),
-            ..ev(None, "message", "a")
-        };
+        let expected = Event { retry: Some(1500), ..ev(None, "message", "a") };
         assert_eq!(out, vec![Item::Event(expected)]);
         assert_eq!(parser.reconnection_time(), Some(1500));
         for bad in [
@@ -695,9 +621,7 @@ mod tests {
         ] {
             let mut out = Vec::new();
             parser.feed(bad, &mut out).expect("within limits");
-            parser
-                .feed(b"data: b\n\n", &mut out)
-                .expect("within limits");
+            parser.feed(b"data: b\n\n", &mut out).expect("within limits");
             assert_eq!(out, vec![Item::Event(ev(None, "message", "b"))], "{bad:?}");
             assert_eq!(parser.reconnection_time(), Some(1500), "{bad:?}");
         }
@@ -713,26 +637,17 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_ignored() {
-        assert_eq!(
-            events(b"foo: bar\nDATA: x\ndata : y\ndata: a\n\n"),
-            vec![ev(None, "message", "a")]
-        );
+        assert_eq!(events(b"foo: bar\nDATA: x\ndata : y\ndata: a\n\n"), vec![ev(None, "message", "a")]);
     }
 
     #[test]
     fn invalid_utf8_is_replaced() {
-        assert_eq!(
-            events(b"data: a\xFFb\xE2\x82c\n\n"),
-            vec![ev(None, "message", "a\u{FFFD}b\u{FFFD}c")]
-        );
+        assert_eq!(events(b"data: a\xFFb\xE2\x82c\n\n"), vec![ev(None, "message", "a\u{FFFD}b\u{FFFD}c")]);
     }
 
     #[test]
     fn truncated_sequence_before_line_end_does_not_eat_it() {
-        assert_eq!(
-            events(b"data: a\xE2\ndata: b\n\n"),
-            vec![ev(None, "message", "a\u{FFFD}\nb")]
-        );
+        assert_eq!(events(b"data: a\xE2\ndata: b\n\n"), vec![ev(None, "message", "a\u{FFFD}\nb")]);
     }
 
     #[test]
@@ -741,11 +656,7 @@ mod tests {
         for split in 0..=bytes.len() {
             let mut parser = Parser::new();
             let out = feed_each(&mut parser, &[&bytes[..split], &bytes[split..]]);
-            assert_eq!(
-                out,
-                vec![Item::Event(ev(None, "message", "é€😀"))],
-                "split at {split}"
-            );
+            assert_eq!(out, vec![Item::Event(ev(None, "message", "é€😀"))], "split at {split}");
         }
     }
 
@@ -786,10 +697,7 @@ mod tests {
     }
 
     fn small(max_line_bytes: usize, max_event_bytes: usize) -> Parser {
-        Parser::with_limits(Limits {
-            max_line_bytes,
-            max_event_bytes,
-        })
+        Parser::with_limits(Limits { max_line_bytes, max_event_bytes })
     }
 
     #[test]
@@ -813,14 +721,8 @@ mod tests {
         let mut parser = small(8, 100);
         let mut out = Vec::new();
         parser.feed(b"data:", &mut out).expect("short so far");
-        assert_eq!(
-            parser.feed(b" abcdef", &mut out),
-            Err(SseError::LineTooLong { limit: 8 })
-        );
-        assert!(
-            parser.line.capacity() <= 8,
-            "the partial line must not have grown"
-        );
+        assert_eq!(parser.feed(b" abcdef", &mut out), Err(SseError::LineTooLong { limit: 8 }));
+        assert!(parser.line.capacity() <= 8, "the partial line must not have grown");
     }
 
     #[test]
@@ -845,10 +747,7 @@ mod tests {
         let mut parser = small(4, 100);
         let mut out = Vec::new();
         assert!(parser.feed(b"data: long\n", &mut out).is_err());
-        assert_eq!(
-            parser.feed(b"data\n\n", &mut out),
-            Err(SseError::LineTooLong { limit: 4 })
-        );
+        assert_eq!(parser.feed(b"data\n\n", &mut out), Err(SseError::LineTooLong { limit: 4 }));
         assert_eq!(parser.error(), Some(SseError::LineTooLong { limit: 4 }));
         assert!(out.is_empty());
         parser.finish();
@@ -860,26 +759,17 @@ mod tests {
     fn long_comment_line_is_bounded_too() {
         let mut parser = small(4, 100);
         let mut out = Vec::new();
-        assert_eq!(
-            parser.feed(b": keepalive\n", &mut out),
-            Err(SseError::LineTooLong { limit: 4 })
-        );
+        assert_eq!(parser.feed(b": keepalive\n", &mut out), Err(SseError::LineTooLong { limit: 4 }));
     }
 
     #[test]
     fn feed_with_hands_items_in_order() {
         let mut parser = Parser::new();
         let mut seen = Vec::new();
-        parser
-            .feed_with(b": a\ndata: 1\n\n: b\n", |item| seen.push(item))
-            .expect("within limits");
+        parser.feed_with(b": a\ndata: 1\n\n: b\n", |item| seen.push(item)).expect("within limits");
         assert_eq!(
             seen,
-            vec![
-                Item::Comment("a".into()),
-                Item::Event(ev(None, "message", "1")),
-                Item::Comment("b".into())
-            ]
+            vec![Item::Comment("a".into()), Item::Event(ev(None, "message", "1")), Item::Comment("b".into())]
         );
     }
 }

@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use sse::{
-    encode_comment, encode_event, AdminEventFilter, EncodeError, Event, Flow, Item, Limits, Parser,
-    SseError, ADMIN_EVENT_NAME, STREAM_ERROR_NAME,
+    encode_comment, encode_event, AdminEventFilter, EncodeError, Event, Flow, Item, Limits, Parser, SseError,
+    ADMIN_EVENT_NAME, STREAM_ERROR_NAME,
 };
 
 /// Everything a parser produced for a stream, error included.
@@ -28,12 +28,7 @@ fn parse_chunks<'a>(limits: Limits, chunks: impl IntoIterator<Item = &'a [u8]>) 
     }
     let last_event_id = parser.last_event_id().to_owned();
     let discarded_at_eof = parser.finish();
-    Outcome {
-        items,
-        error,
-        discarded_at_eof,
-        last_event_id,
-    }
+    Outcome { items, error, discarded_at_eof, last_event_id }
 }
 
 /// Splits `bytes` at the given points (any order, duplicates allowed, so
@@ -74,11 +69,7 @@ fn field_value(max_len: usize) -> impl Strategy<Value = String> {
 
 #[derive(Debug, Clone)]
 enum Frame {
-    Event {
-        event: Option<String>,
-        id: Option<String>,
-        data: String,
-    },
+    Event { event: Option<String>, id: Option<String>, data: String },
     Comment(String),
 }
 
@@ -106,8 +97,7 @@ fn encode_frames(frames: &[Frame]) -> String {
     for frame in frames {
         match frame {
             Frame::Event { event, id, data } => {
-                encode_event(&mut out, event.as_deref(), id.as_deref(), data)
-                    .expect("single-line values");
+                encode_event(&mut out, event.as_deref(), id.as_deref(), data).expect("single-line values");
             }
             Frame::Comment(text) => encode_comment(&mut out, text),
         }
@@ -133,11 +123,7 @@ fn valid_stream() -> impl Strategy<Value = Vec<u8>> {
                 LineEnd::Cr => text.replace('\n', "\r"),
                 LineEnd::CrLf => text.replace('\n', "\r\n"),
             };
-            let mut bytes = if bom {
-                vec![0xEF, 0xBB, 0xBF]
-            } else {
-                Vec::new()
-            };
+            let mut bytes = if bom { vec![0xEF, 0xBB, 0xBF] } else { Vec::new() };
             bytes.extend_from_slice(text.as_bytes());
             bytes
         })
@@ -162,15 +148,7 @@ fn hostile_bytes(max_pieces: usize) -> impl Strategy<Value = Vec<u8>> {
 /// Mostly well-formed admin streams: valid and invalid ids, every kind of
 /// type, data of the right and the wrong shape, with hostile bytes between.
 fn admin_stream() -> impl Strategy<Value = Vec<u8>> {
-    let id = prop::sample::select(vec![
-        Some("1"),
-        Some("42"),
-        Some("007"),
-        None,
-        Some(""),
-        Some("+1"),
-        Some("x"),
-    ]);
+    let id = prop::sample::select(vec![Some("1"), Some("42"), Some("007"), None, Some(""), Some("+1"), Some("x")]);
     let ty = prop::sample::select(vec![
         None,
         Some("system.heartbeat"),

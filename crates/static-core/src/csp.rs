@@ -53,9 +53,7 @@ pub fn is_plausible_hash(hash: &str) -> bool {
     hash.strip_prefix("sha256-").is_some_and(|b64| {
         b64.len() == 44
             && b64.ends_with('=')
-            && b64[..43]
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+            && b64[..43].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
     })
 }
 
@@ -65,10 +63,7 @@ pub fn hash_source(body: &[u8]) -> String {
     let mut i = 0;
     while i < body.len() {
         // Feed runs without CR directly; CR and CRLF each become one LF.
-        let run_end = body[i..]
-            .iter()
-            .position(|&b| b == b'\r')
-            .map_or(body.len(), |p| i + p);
+        let run_end = body[i..].iter().position(|&b| b == b'\r').map_or(body.len(), |p| i + p);
         hasher.update(&body[i..run_end]);
         if run_end == body.len() {
             break;
@@ -130,9 +125,7 @@ fn raw_kind(name: &str) -> Option<RawKind> {
     match name {
         "script" => Some(RawKind::Script),
         "style" => Some(RawKind::Style),
-        "title" | "textarea" | "xmp" | "iframe" | "noembed" | "noframes" | "noscript" => {
-            Some(RawKind::Other)
-        }
+        "title" | "textarea" | "xmp" | "iframe" | "noembed" | "noframes" | "noscript" => Some(RawKind::Other),
         _ => None,
     }
 }
@@ -152,10 +145,7 @@ fn start_tag_name(rest: &[u8]) -> Option<&str> {
     if !rest.get(1).is_some_and(u8::is_ascii_alphabetic) {
         return None;
     }
-    let len = rest[1..]
-        .iter()
-        .position(|&b| is_html_space(b) || b == b'/' || b == b'>')
-        .unwrap_or(rest.len() - 1);
+    let len = rest[1..].iter().position(|&b| is_html_space(b) || b == b'/' || b == b'>').unwrap_or(rest.len() - 1);
     std::str::from_utf8(&rest[1..1 + len]).ok()
 }
 
@@ -170,10 +160,7 @@ fn tag_end(html: &[u8], from: usize) -> (usize, bool) {
             b if is_html_space(b) || b == b'/' => i += 1,
             _ => {
                 let name_start = i;
-                while i < html.len()
-                    && !is_html_space(html[i])
-                    && !matches!(html[i], b'/' | b'>' | b'=')
-                {
+                while i < html.len() && !is_html_space(html[i]) && !matches!(html[i], b'/' | b'>' | b'=') {
                     i += 1;
                 }
                 has_src |= html[name_start..i].eq_ignore_ascii_case(b"src");
@@ -187,10 +174,7 @@ fn tag_end(html: &[u8], from: usize) -> (usize, bool) {
                     }
                     match html.get(i) {
                         Some(&quote @ (b'"' | b'\'')) => {
-                            i = html[i + 1..]
-                                .iter()
-                                .position(|&b| b == quote)
-                                .map_or(html.len(), |p| i + 1 + p + 1);
+                            i = html[i + 1..].iter().position(|&b| b == quote).map_or(html.len(), |p| i + 1 + p + 1);
                         }
                         _ => {
                             while i < html.len() && !is_html_space(html[i]) && html[i] != b'>' {
@@ -209,18 +193,11 @@ fn tag_end(html: &[u8], from: usize) -> (usize, bool) {
 /// the body runs to the end of the document when there is none.
 fn find_end_tag(html: &[u8], from: usize, name: &[u8]) -> (usize, usize) {
     let mut i = from;
-    while let Some(offset) = html
-        .get(i..)
-        .and_then(|rest| rest.windows(2).position(|w| w == b"</"))
-    {
+    while let Some(offset) = html.get(i..).and_then(|rest| rest.windows(2).position(|w| w == b"</")) {
         let start = i + offset;
         let name_end = start + 2 + name.len();
-        let matches_name = html
-            .get(start + 2..name_end)
-            .is_some_and(|n| n.eq_ignore_ascii_case(name));
-        let terminated = html
-            .get(name_end)
-            .is_none_or(|&b| is_html_space(b) || b == b'/' || b == b'>');
+        let matches_name = html.get(start + 2..name_end).is_some_and(|n| n.eq_ignore_ascii_case(name));
+        let terminated = html.get(name_end).is_none_or(|&b| is_html_space(b) || b == b'/' || b == b'>');
         if matches_name && terminated {
             return (start, tag_end(html, name_end).0);
         }
@@ -286,10 +263,7 @@ mod tests {
                     <SCRIPT type=\"module\">import './a.js';</SCRIPT></body></html>";
         let hashes = inline_hashes(html.as_bytes());
         assert_eq!(hashes.styles, vec![h("body{color:red}")]);
-        assert_eq!(
-            hashes.scripts,
-            vec![h("console.log(1)"), h("import './a.js';")]
-        );
+        assert_eq!(hashes.scripts, vec![h("console.log(1)"), h("import './a.js';")]);
     }
 
     #[test]
@@ -314,10 +288,7 @@ mod tests {
     #[test]
     fn end_tag_needs_a_delimiter() {
         let html = "<script>a='</scriptx>'</script >";
-        assert_eq!(
-            inline_hashes(html.as_bytes()).scripts,
-            vec![h("a='</scriptx>'")]
-        );
+        assert_eq!(inline_hashes(html.as_bytes()).scripts, vec![h("a='</scriptx>'")]);
         let html = "<style>p{}</STYLE\n>";
         assert_eq!(inline_hashes(html.as_bytes()).styles, vec![h("p{}")]);
     }
@@ -343,10 +314,7 @@ mod tests {
     #[test]
     fn abrupt_comments() {
         let html = "<!--><script>a()</script><!---><script>b()</script>";
-        assert_eq!(
-            inline_hashes(html.as_bytes()).scripts,
-            vec![h("a()"), h("b()")]
-        );
+        assert_eq!(inline_hashes(html.as_bytes()).scripts, vec![h("a()"), h("b()")]);
     }
 
     #[test]
@@ -364,27 +332,14 @@ mod tests {
 
     #[test]
     fn garbage_never_panics() {
-        for html in [
-            &b""[..],
-            b"<",
-            b"<<<",
-            b"</",
-            b"<!--",
-            b"<a b='",
-            b"<script a=\"",
-            b"\xff<\xfe>",
-            b"</script",
-        ] {
+        for html in [&b""[..], b"<", b"<<<", b"</", b"<!--", b"<a b='", b"<script a=\"", b"\xff<\xfe>", b"</script"] {
             let _ = inline_hashes(html);
         }
     }
 
     #[test]
     fn policy_lists_hashes_and_never_unsafe_inline() {
-        let hashes = InlineHashes {
-            scripts: vec![h("a")],
-            styles: vec![h("b")],
-        };
+        let hashes = InlineHashes { scripts: vec![h("a")], styles: vec![h("b")] };
         let policy = content_security_policy(&hashes);
         assert!(policy.starts_with("default-src 'none'; "));
         assert!(policy.contains(&format!("script-src 'self' '{}';", h("a"))));
@@ -407,11 +362,7 @@ mod tests {
     fn plausible_hashes() {
         assert!(!is_plausible_hash("sha256-"));
         assert!(!is_plausible_hash("'unsafe-inline'"));
-        assert!(!is_plausible_hash(
-            "sha384-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
-        ));
-        assert!(!is_plausible_hash(
-            "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuF'="
-        ));
+        assert!(!is_plausible_hash("sha384-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="));
+        assert!(!is_plausible_hash("sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuF'="));
     }
 }

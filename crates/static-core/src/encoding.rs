@@ -80,15 +80,9 @@ pub fn negotiate(accept_encoding: Option<&str>, available: &[Encoding]) -> Encod
     };
     let star = q_of(&["*"]);
 
-    let mut best = (
-        Encoding::Identity,
-        q_of(&["identity"]).or(star).unwrap_or(1),
-    );
+    let mut best = (Encoding::Identity, q_of(&["identity"]).or(star).unwrap_or(1));
     // Listed in ascending priority, so a later equal q takes over.
-    for (encoding, names) in [
-        (Encoding::Gzip, &["gzip", "x-gzip"][..]),
-        (Encoding::Brotli, &["br"][..]),
-    ] {
+    for (encoding, names) in [(Encoding::Gzip, &["gzip", "x-gzip"][..]), (Encoding::Brotli, &["br"][..])] {
         if !available.contains(&encoding) {
             continue;
         }

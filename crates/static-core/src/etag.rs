@@ -69,11 +69,7 @@ pub fn is_plausible_etag(etag: &str) -> bool {
     let Some(inner) = etag.strip_prefix('"').and_then(|e| e.strip_suffix('"')) else {
         return false;
     };
-    !inner.is_empty()
-        && inner.len() <= 64
-        && inner
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    !inner.is_empty() && inner.len() <= 64 && inner.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// Does an `If-None-Match` field value match the current representation's tag?
@@ -109,10 +105,7 @@ pub fn if_none_match_matches(header: &str, current: &str) -> bool {
         };
         let end = i + 1 + len + 1;
         let tag = &header[start..end];
-        if !tag
-            .bytes()
-            .all(|b| b == 0x21 || b >= 0x23 && b != 0x7f || b == b'"')
-        {
+        if !tag.bytes().all(|b| b == 0x21 || b >= 0x23 && b != 0x7f || b == b'"') {
             return false;
         }
         matched |= tag == current;
@@ -155,27 +148,17 @@ mod tests {
     fn content_etag_is_xxh3_128_of_the_bytes() {
         // The published XXH3-128 of the empty input, big-endian.
         let empty = 0x99aa06d3014798d86001c324468d497f_u128.to_be_bytes();
-        assert_eq!(
-            content_etag(b""),
-            format!("\"{}\"", URL_SAFE_NO_PAD.encode(empty))
-        );
+        assert_eq!(content_etag(b""), format!("\"{}\"", URL_SAFE_NO_PAD.encode(empty)));
     }
 
     #[test]
     fn streamed_tag_equals_the_in_memory_tag() {
         let bytes: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + i / 13) as u8).collect();
         for len in [0, 1, 16_383, 16_384, 16_385, 100_000] {
-            assert_eq!(
-                content_etag_of(&bytes[..], len as u64).unwrap(),
-                content_etag(&bytes[..len]),
-                "{len}"
-            );
+            assert_eq!(content_etag_of(&bytes[..], len as u64).unwrap(), content_etag(&bytes[..len]), "{len}");
         }
         // Only the first `len` bytes count.
-        assert_eq!(
-            content_etag_of(&bytes[..], 10).unwrap(),
-            content_etag(&bytes[..10])
-        );
+        assert_eq!(content_etag_of(&bytes[..], 10).unwrap(), content_etag(&bytes[..10]));
         // A reader that ends early is an error, not a tag of fewer bytes.
         let error = content_etag_of(&bytes[..5], 6).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
@@ -190,15 +173,7 @@ mod tests {
 
     #[test]
     fn implausible_etags() {
-        for tag in [
-            "",
-            "\"\"",
-            "abc",
-            "W/\"abc\"",
-            "\"a b\"",
-            "\"a\r\nx: y\"",
-            "\"a\"\"",
-        ] {
+        for tag in ["", "\"\"", "abc", "W/\"abc\"", "\"a b\"", "\"a\r\nx: y\"", "\"a\"\""] {
             assert!(!is_plausible_etag(tag), "{tag:?}");
         }
     }
@@ -207,10 +182,7 @@ mod tests {
     fn single_tag() {
         assert!(if_none_match_matches(TAG, TAG));
         assert!(!if_none_match_matches("\"other\"", TAG));
-        assert!(
-            !if_none_match_matches("abc123", TAG),
-            "unquoted never matches"
-        );
+        assert!(!if_none_match_matches("abc123", TAG), "unquoted never matches");
     }
 
     #[test]
@@ -227,20 +199,14 @@ mod tests {
         assert!(if_none_match_matches("W/\"abc123\"", TAG));
         assert!(if_none_match_matches("\"x\", W/\"abc123\"", TAG));
         assert!(if_none_match_matches("\"abc123\"", "W/\"abc123\""));
-        assert!(
-            !if_none_match_matches("w/\"abc123\"", TAG),
-            "W/ is case-sensitive"
-        );
+        assert!(!if_none_match_matches("w/\"abc123\"", TAG), "W/ is case-sensitive");
     }
 
     #[test]
     fn star() {
         assert!(if_none_match_matches("*", TAG));
         assert!(if_none_match_matches(" * ", TAG));
-        assert!(
-            !if_none_match_matches("\"x\", *", TAG),
-            "* is not a list member"
-        );
+        assert!(!if_none_match_matches("\"x\", *", TAG), "* is not a list member");
     }
 
     #[test]
@@ -254,23 +220,12 @@ mod tests {
         let br = variant_etag(TAG, Encoding::Brotli);
         assert!(if_none_match_matches(&br, &br));
         assert!(!if_none_match_matches(&br, TAG));
-        assert!(!if_none_match_matches(
-            &br,
-            &variant_etag(TAG, Encoding::Gzip)
-        ));
+        assert!(!if_none_match_matches(&br, &variant_etag(TAG, Encoding::Gzip)));
     }
 
     #[test]
     fn malformed_matches_nothing() {
-        for header in [
-            "",
-            "\"abc123",
-            "abc123\"",
-            "\"abc123\" junk",
-            "W/",
-            "W/abc",
-            "\"x\" \"abc123\"",
-        ] {
+        for header in ["", "\"abc123", "abc123\"", "\"abc123\" junk", "W/", "W/abc", "\"x\" \"abc123\""] {
             assert!(!if_none_match_matches(header, TAG), "{header:?}");
         }
     }

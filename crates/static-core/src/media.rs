@@ -11,18 +11,10 @@ pub struct MediaType {
 }
 
 const fn media(content_type: &'static str, compressible: bool) -> MediaType {
-    MediaType {
-        content_type,
-        compressible,
-        is_html: false,
-    }
+    MediaType { content_type, compressible, is_html: false }
 }
 
-const HTML: MediaType = MediaType {
-    content_type: "text/html; charset=utf-8",
-    compressible: true,
-    is_html: true,
-};
+const HTML: MediaType = MediaType { content_type: "text/html; charset=utf-8", compressible: true, is_html: true };
 
 /// Anything we don't recognise: never sniffed (nosniff), never compressed.
 pub const OCTET_STREAM: MediaType = media("application/octet-stream", false);
@@ -98,13 +90,7 @@ mod tests {
 
     #[test]
     fn unknown_or_missing_extension_is_octet_stream() {
-        for path in [
-            "LICENSE",
-            "x/y.unknown",
-            "archive.tar.zst",
-            "dir.d/noext",
-            "trailing.",
-        ] {
+        for path in ["LICENSE", "x/y.unknown", "archive.tar.zst", "dir.d/noext", "trailing."] {
             assert_eq!(media_type_for(path), OCTET_STREAM, "{path}");
         }
     }
@@ -112,25 +98,16 @@ mod tests {
     #[test]
     fn text_types_carry_charset() {
         for path in ["a.html", "a.css", "a.js", "a.txt"] {
-            assert!(
-                media_type_for(path)
-                    .content_type
-                    .ends_with("; charset=utf-8"),
-                "{path}"
-            );
+            assert!(media_type_for(path).content_type.ends_with("; charset=utf-8"), "{path}");
         }
     }
 
     #[test]
     fn only_text_like_types_are_compressible() {
-        for path in [
-            "a.html", "a.css", "a.js", "a.json", "a.svg", "a.wasm", "a.map", "a.txt",
-        ] {
+        for path in ["a.html", "a.css", "a.js", "a.json", "a.svg", "a.wasm", "a.map", "a.txt"] {
             assert!(media_type_for(path).compressible, "{path}");
         }
-        for path in [
-            "a.png", "a.jpg", "a.gif", "a.webp", "a.woff2", "a.woff", "a.ico", "a.bin",
-        ] {
+        for path in ["a.png", "a.jpg", "a.gif", "a.webp", "a.woff2", "a.woff", "a.ico", "a.bin"] {
             assert!(!media_type_for(path).compressible, "{path}");
         }
     }

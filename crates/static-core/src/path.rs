@@ -294,10 +294,7 @@ mod tests {
         assert_eq!(ok("/index.html"), "index.html");
         assert_eq!(ok("/x/y.css"), "x/y.css");
         assert_eq!(ok("/app.min.js"), "app.min.js");
-        assert_eq!(
-            ok("/fonts/Inter-Bold_v2~1.woff2"),
-            "fonts/Inter-Bold_v2~1.woff2"
-        );
+        assert_eq!(ok("/fonts/Inter-Bold_v2~1.woff2"), "fonts/Inter-Bold_v2~1.woff2");
     }
 
     #[test]
@@ -311,11 +308,7 @@ mod tests {
     fn every_corpus_entry_is_refused() {
         let corpus = traversal_corpus();
         assert!(corpus.len() >= 30, "corpus has {}", corpus.len());
-        for raw in corpus
-            .iter()
-            .map(String::as_str)
-            .chain(NON_WIRE_CORPUS.iter().copied())
-        {
+        for raw in corpus.iter().map(String::as_str).chain(NON_WIRE_CORPUS.iter().copied()) {
             assert!(sanitize_request_path(raw).is_err(), "{raw:?} was accepted");
         }
     }

@@ -45,11 +45,7 @@ pub struct Report {
 /// Brotli at quality 11 (the maximum), default window.
 pub fn brotli_compress(bytes: &[u8]) -> io::Result<Vec<u8>> {
     let mut out = Vec::new();
-    let params = brotli::enc::BrotliEncoderParams {
-        quality: 11,
-        lgwin: 22,
-        ..Default::default()
-    };
+    let params = brotli::enc::BrotliEncoderParams { quality: 11, lgwin: 22, ..Default::default() };
     brotli::BrotliCompress(&mut io::Cursor::new(bytes), &mut out, &params)?;
     Ok(out)
 }
@@ -71,10 +67,7 @@ pub fn precompress_dir(site_dir: &Path, out_dir: &Path) -> io::Result<Report> {
     let mut report = Report::default();
     for rel in &sources {
         let outcome = precompress_file(site_dir, out_dir, rel)?;
-        report.files.push(FileReport {
-            rel: rel.clone(),
-            outcome,
-        });
+        report.files.push(FileReport { rel: rel.clone(), outcome });
     }
     remove_orphans(site_dir, out_dir, out_dir, &mut report.removed)?;
     report.removed.sort();
@@ -128,21 +121,12 @@ fn precompress_file(site_dir: &Path, out_dir: &Path, rel: &str) -> io::Result<Ou
         etag,
         variants: variants
             .iter()
-            .map(|(encoding, size)| VariantRecord {
-                encoding: encoding.sidecar_name().to_owned(),
-                size: *size,
-            })
+            .map(|(encoding, size)| VariantRecord { encoding: encoding.sidecar_name().to_owned(), size: *size })
             .collect(),
         csp: media.is_html.then(|| inline_hashes(&bytes)),
     };
-    write_atomically(
-        &out_dir.join(sidecar_rel_path(rel)),
-        sidecar.to_json().as_bytes(),
-    )?;
-    Ok(Outcome::Written {
-        source_size: size,
-        variants,
-    })
+    write_atomically(&out_dir.join(sidecar_rel_path(rel)), sidecar.to_json().as_bytes())?;
+    Ok(Outcome::Written { source_size: size, variants })
 }
 
 fn read_existing_sidecar(out_dir: &Path, rel: &str) -> Option<Sidecar> {
@@ -184,12 +168,7 @@ fn relative_slash_path(root: &Path, path: &Path) -> Option<String> {
 }
 
 /// Removes `.br`/`.gz`/`.meta.json` outputs whose source file no longer exists.
-fn remove_orphans(
-    site_dir: &Path,
-    out_root: &Path,
-    dir: &Path,
-    removed: &mut Vec<String>,
-) -> io::Result<()> {
+fn remove_orphans(site_dir: &Path, out_root: &Path, dir: &Path, removed: &mut Vec<String>) -> io::Result<()> {
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let path = entry.path();
@@ -200,9 +179,7 @@ fn remove_orphans(
         let Some(rel) = relative_slash_path(out_root, &path) else {
             continue;
         };
-        let source_rel = [".meta.json", ".br", ".gz"]
-            .iter()
-            .find_map(|suffix| rel.strip_suffix(suffix));
+        let source_rel = [".meta.json", ".br", ".gz"].iter().find_map(|suffix| rel.strip_suffix(suffix));
         let Some(source_rel) = source_rel else {
             continue;
         };

@@ -36,10 +36,7 @@ pub struct Site {
 
 impl Site {
     pub fn new(root: impl Into<PathBuf>, precompressed: impl Into<PathBuf>) -> Site {
-        Site {
-            root: root.into(),
-            precompressed: precompressed.into(),
-        }
+        Site { root: root.into(), precompressed: precompressed.into() }
     }
 
     /// The mounts spin.toml gives the component.
@@ -80,10 +77,7 @@ pub enum ReplyBody {
 
 impl Reply {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     /// The whole body in memory (tests, and callers that don't stream).
@@ -122,31 +116,17 @@ fn error_reply(status: u16, body: &'static str, head_only: bool) -> Reply {
         ("cache-control", ERROR_CACHE_CONTROL.to_owned()),
         ("content-security-policy", ERROR_CSP.to_owned()),
     ]);
-    let body = if head_only {
-        ReplyBody::Empty
-    } else {
-        ReplyBody::Bytes(body.as_bytes().to_vec())
-    };
-    Reply {
-        status,
-        headers,
-        body,
-    }
+    let body = if head_only { ReplyBody::Empty } else { ReplyBody::Bytes(body.as_bytes().to_vec()) };
+    Reply { status, headers, body }
 }
 
 fn security_headers() -> Vec<(&'static str, String)> {
-    vec![
-        ("x-content-type-options", "nosniff".to_owned()),
-        ("referrer-policy", "no-referrer".to_owned()),
-    ]
+    vec![("x-content-type-options", "nosniff".to_owned()), ("referrer-policy", "no-referrer".to_owned())]
 }
 
 /// The request path Spin gives us: `spin-path-info` (relative to the `/...` route;
 /// empty means the route's root), else the path of the request URI.
-pub fn request_path<'a>(
-    spin_path_info: Option<&'a str>,
-    path_with_query: Option<&'a str>,
-) -> &'a str {
+pub fn request_path<'a>(spin_path_info: Option<&'a str>, path_with_query: Option<&'a str>) -> &'a str {
     match spin_path_info {
         Some("") => "/",
         Some(path) => path,
@@ -186,18 +166,10 @@ pub fn serve(site: &Site, request: &RequestHead<'_>) -> Reply {
 
 fn means_not_found(error: &io::Error) -> bool {
     use io::ErrorKind::*;
-    matches!(
-        error.kind(),
-        NotFound | NotADirectory | IsADirectory | PermissionDenied | InvalidFilename | InvalidInput
-    )
+    matches!(error.kind(), NotFound | NotADirectory | IsADirectory | PermissionDenied | InvalidFilename | InvalidInput)
 }
 
-fn serve_file(
-    site: &Site,
-    rel: &str,
-    request: &RequestHead<'_>,
-    head_only: bool,
-) -> io::Result<Reply> {
+fn serve_file(site: &Site, rel: &str, request: &RequestHead<'_>, head_only: bool) -> io::Result<Reply> {
     let source = File::open(site.root.join(rel))?;
     let metadata = source.metadata()?;
     if !metadata.is_file() {
@@ -232,11 +204,7 @@ fn serve_file(
         let etag = variant_etag(&base_etag, encoding);
         if if_none_match_matches(if_none_match, &etag) {
             let headers = validator_headers(media, &etag, csp.as_ref());
-            return Ok(Reply {
-                status: 304,
-                headers,
-                body: ReplyBody::Empty,
-            });
+            return Ok(Reply { status: 304, headers, body: ReplyBody::Empty });
         }
     }
 
@@ -270,11 +238,7 @@ fn serve_file(
         headers.push(("content-encoding", coding.to_owned()));
     }
     let body = if head_only { ReplyBody::Empty } else { body };
-    Ok(Reply {
-        status: 200,
-        headers,
-        body,
-    })
+    Ok(Reply { status: 200, headers, body })
 }
 
 /// Files up to this size are read whole, in one go; larger ones are hashed and
@@ -330,11 +294,7 @@ fn read_exactly(mut file: &File, size: u64) -> io::Result<Vec<u8>> {
 }
 
 /// Headers shared by a 200 and its 304 (RFC 9110 §15.4.5).
-fn validator_headers(
-    media: MediaType,
-    etag: &str,
-    csp: Option<&InlineHashes>,
-) -> Vec<(&'static str, String)> {
+fn validator_headers(media: MediaType, etag: &str, csp: Option<&InlineHashes>) -> Vec<(&'static str, String)> {
     let mut headers = security_headers();
     headers.push(("etag", etag.to_owned()));
     headers.push(("cache-control", CACHE_CONTROL.to_owned()));
@@ -373,12 +333,7 @@ fn read_sidecar(precompressed: &Path, rel: &str) -> Option<Sidecar> {
 
 /// The variant, if it is there with the size the sidecar recorded: in memory when
 /// small, else the open file to stream.
-fn open_variant(
-    precompressed: &Path,
-    rel: &str,
-    encoding: Encoding,
-    recorded: Option<u64>,
-) -> Option<ReplyBody> {
+fn open_variant(precompressed: &Path, rel: &str, encoding: Encoding, recorded: Option<u64>) -> Option<ReplyBody> {
     let recorded = recorded?;
     let file = File::open(precompressed.join(variant_rel_path(rel, encoding)?)).ok()?;
     if recorded <= WHOLE_FILE_LIMIT {
@@ -397,10 +352,7 @@ mod tests {
 
     #[test]
     fn request_path_prefers_spin_path_info() {
-        assert_eq!(
-            request_path(Some("/app.css"), Some("/app.css?x=1")),
-            "/app.css"
-        );
+        assert_eq!(request_path(Some("/app.css"), Some("/app.css?x=1")), "/app.css");
         assert_eq!(request_path(Some(""), Some("/")), "/");
         assert_eq!(request_path(None, Some("/a/b.js?v=2")), "/a/b.js");
         assert_eq!(request_path(None, Some("/a")), "/a");
@@ -410,37 +362,21 @@ mod tests {
     #[test]
     fn repeated_fields_are_joined() {
         assert_eq!(join_field_values(&[]), None);
-        assert_eq!(
-            join_field_values(&[b"\"a\"".to_vec()]).as_deref(),
-            Some("\"a\"")
-        );
-        assert_eq!(
-            join_field_values(&[b"\"a\"".to_vec(), b"W/\"b\"".to_vec()]).as_deref(),
-            Some("\"a\", W/\"b\"")
-        );
-        assert_eq!(
-            join_field_values(&[vec![0xff]]).as_deref(),
-            Some("\u{fffd}")
-        );
+        assert_eq!(join_field_values(&[b"\"a\"".to_vec()]).as_deref(), Some("\"a\""));
+        assert_eq!(join_field_values(&[b"\"a\"".to_vec(), b"W/\"b\"".to_vec()]).as_deref(), Some("\"a\", W/\"b\""));
+        assert_eq!(join_field_values(&[vec![0xff]]).as_deref(), Some("\u{fffd}"));
     }
 
     #[test]
     fn error_replies_are_fixed_and_hardened() {
-        for reply in [
-            Reply::not_found(false),
-            Reply::method_not_allowed(),
-            Reply::internal_error(false),
-        ] {
+        for reply in [Reply::not_found(false), Reply::method_not_allowed(), Reply::internal_error(false)] {
             assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
             assert_eq!(reply.header("referrer-policy"), Some("no-referrer"));
             assert_eq!(reply.header("content-type"), Some("application/json"));
             let len: usize = reply.header("content-length").unwrap().parse().unwrap();
             assert_eq!(reply.into_body_bytes().unwrap().len(), len);
         }
-        assert_eq!(
-            Reply::method_not_allowed().header("allow"),
-            Some("GET, HEAD")
-        );
+        assert_eq!(Reply::method_not_allowed().header("allow"), Some("GET, HEAD"));
         assert_eq!(Reply::method_not_allowed().status, 405);
         assert!(Reply::not_found(true).into_body_bytes().unwrap().is_empty());
     }

@@ -42,18 +42,14 @@ impl Sidecar {
         let sidecar: Sidecar = serde_json::from_slice(bytes).ok()?;
         let valid = sidecar.format == SIDECAR_FORMAT
             && is_plausible_etag(&sidecar.etag)
-            && sidecar.variants.iter().all(|v| {
-                matches!(
-                    Encoding::from_sidecar_name(&v.encoding),
-                    Some(Encoding::Brotli | Encoding::Gzip)
-                )
-            })
-            && sidecar.csp.as_ref().is_none_or(|csp| {
-                csp.scripts
-                    .iter()
-                    .chain(&csp.styles)
-                    .all(|h| is_plausible_hash(h))
-            });
+            && sidecar
+                .variants
+                .iter()
+                .all(|v| matches!(Encoding::from_sidecar_name(&v.encoding), Some(Encoding::Brotli | Encoding::Gzip)))
+            && sidecar
+                .csp
+                .as_ref()
+                .is_none_or(|csp| csp.scripts.iter().chain(&csp.styles).all(|h| is_plausible_hash(h)));
         valid.then_some(sidecar)
     }
 
@@ -70,18 +66,12 @@ impl Sidecar {
 
     /// The recorded size of a variant, if precompress made one.
     pub fn variant_size(&self, encoding: Encoding) -> Option<u64> {
-        self.variants
-            .iter()
-            .find(|v| v.encoding == encoding.sidecar_name())
-            .map(|v| v.size)
+        self.variants.iter().find(|v| v.encoding == encoding.sidecar_name()).map(|v| v.size)
     }
 
     /// Coded variants recorded, in no particular order.
     pub fn encodings(&self) -> Vec<Encoding> {
-        self.variants
-            .iter()
-            .filter_map(|v| Encoding::from_sidecar_name(&v.encoding))
-            .collect()
+        self.variants.iter().filter_map(|v| Encoding::from_sidecar_name(&v.encoding)).collect()
     }
 }
 
@@ -92,9 +82,7 @@ pub fn sidecar_rel_path(rel: &str) -> String {
 
 /// Where precompress puts a coded variant of `rel`; `None` for identity.
 pub fn variant_rel_path(rel: &str, encoding: Encoding) -> Option<String> {
-    encoding
-        .file_suffix()
-        .map(|suffix| format!("{rel}{suffix}"))
+    encoding.file_suffix().map(|suffix| format!("{rel}{suffix}"))
 }
 
 #[cfg(test)]
@@ -109,14 +97,8 @@ mod tests {
             size: 1234,
             etag: TAG.to_owned(),
             variants: vec![
-                VariantRecord {
-                    encoding: "br".to_owned(),
-                    size: 300,
-                },
-                VariantRecord {
-                    encoding: "gzip".to_owned(),
-                    size: 400,
-                },
+                VariantRecord { encoding: "br".to_owned(), size: 300 },
+                VariantRecord { encoding: "gzip".to_owned(), size: 400 },
             ],
             csp: Some(InlineHashes {
                 scripts: vec!["sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=".to_owned()],
@@ -136,10 +118,7 @@ mod tests {
 
     #[test]
     fn other_formats_are_stale() {
-        let s = Sidecar {
-            format: SIDECAR_FORMAT + 1,
-            ..sidecar()
-        };
+        let s = Sidecar { format: SIDECAR_FORMAT + 1, ..sidecar() };
         assert!(!s.is_fresh_for(1234, TAG));
         assert!(Sidecar::parse(s.to_json().as_bytes()).is_none());
     }
@@ -156,36 +135,22 @@ mod tests {
 
     #[test]
     fn non_html_sidecar_has_no_csp_field() {
-        let s = Sidecar {
-            csp: None,
-            ..sidecar()
-        };
+        let s = Sidecar { csp: None, ..sidecar() };
         assert!(!s.to_json().contains("csp"));
         assert_eq!(Sidecar::parse(s.to_json().as_bytes()), Some(s));
     }
 
     #[test]
     fn tampered_or_broken_sidecars_are_ignored() {
-        let bad_etag = Sidecar {
-            etag: "\"x\r\nSet-Cookie: a=b\"".to_owned(),
-            ..sidecar()
-        };
+        let bad_etag = Sidecar { etag: "\"x\r\nSet-Cookie: a=b\"".to_owned(), ..sidecar() };
         assert!(Sidecar::parse(bad_etag.to_json().as_bytes()).is_none());
         let bad_hash = Sidecar {
-            csp: Some(InlineHashes {
-                scripts: vec!["'unsafe-inline'".to_owned()],
-                styles: vec![],
-            }),
+            csp: Some(InlineHashes { scripts: vec!["'unsafe-inline'".to_owned()], styles: vec![] }),
             ..sidecar()
         };
         assert!(Sidecar::parse(bad_hash.to_json().as_bytes()).is_none());
-        let bad_variant = Sidecar {
-            variants: vec![VariantRecord {
-                encoding: "identity".to_owned(),
-                size: 1,
-            }],
-            ..sidecar()
-        };
+        let bad_variant =
+            Sidecar { variants: vec![VariantRecord { encoding: "identity".to_owned(), size: 1 }], ..sidecar() };
         assert!(Sidecar::parse(bad_variant.to_json().as_bytes()).is_none());
         assert!(Sidecar::parse(b"").is_none());
         assert!(Sidecar::parse(b"{\"format\":1").is_none());
@@ -195,14 +160,8 @@ mod tests {
     #[test]
     fn output_paths() {
         assert_eq!(sidecar_rel_path("x/y.css"), "x/y.css.meta.json");
-        assert_eq!(
-            variant_rel_path("x/y.css", Encoding::Brotli).as_deref(),
-            Some("x/y.css.br")
-        );
-        assert_eq!(
-            variant_rel_path("x/y.css", Encoding::Gzip).as_deref(),
-            Some("x/y.css.gz")
-        );
+        assert_eq!(variant_rel_path("x/y.css", Encoding::Brotli).as_deref(), Some("x/y.css.br"));
+        assert_eq!(variant_rel_path("x/y.css", Encoding::Gzip).as_deref(), Some("x/y.css.gz"));
         assert_eq!(variant_rel_path("x/y.css", Encoding::Identity), None);
     }
 }

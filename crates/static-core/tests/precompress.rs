@@ -15,12 +15,7 @@ fn sidecar(out: &std::path::Path, rel: &str) -> Sidecar {
 }
 
 fn outcome_of<'r>(report: &'r static_core::precompress::Report, rel: &str) -> &'r Outcome {
-    &report
-        .files
-        .iter()
-        .find(|f| f.rel == rel)
-        .unwrap_or_else(|| panic!("{rel} not reported"))
-        .outcome
+    &report.files.iter().find(|f| f.rel == rel).unwrap_or_else(|| panic!("{rel} not reported")).outcome
 }
 
 #[test]
@@ -32,14 +27,10 @@ fn gzip_output_is_real_gzip() {
     let trailer_size = u32::from_le_bytes(gz[gz.len() - 4..].try_into().unwrap());
     assert_eq!(trailer_size as usize, input.len());
     let mut out = Vec::new();
-    flate2::read::GzDecoder::new(&gz[..])
-        .read_to_end(&mut out)
-        .unwrap();
+    flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut out).unwrap();
     assert_eq!(out, input.as_bytes());
     // A zlib/raw-deflate decoder must not be what accepts it.
-    assert!(flate2::read::ZlibDecoder::new(&gz[..])
-        .read_to_end(&mut Vec::new())
-        .is_err());
+    assert!(flate2::read::ZlibDecoder::new(&gz[..]).read_to_end(&mut Vec::new()).is_err());
 }
 
 #[test]
@@ -48,9 +39,7 @@ fn brotli_output_round_trips() {
     let br = brotli_compress(input.as_bytes()).unwrap();
     assert!(br.len() < input.len());
     let mut out = Vec::new();
-    brotli::Decompressor::new(&br[..], 4096)
-        .read_to_end(&mut out)
-        .unwrap();
+    brotli::Decompressor::new(&br[..], 4096).read_to_end(&mut out).unwrap();
     assert_eq!(out, input.as_bytes());
 }
 
@@ -62,22 +51,16 @@ fn writes_variants_for_compressible_files_only() {
     let report = precompress_dir(&site, &out).unwrap();
 
     for rel in ["index.html", "x/y.css", "app.js"] {
-        let Outcome::Written { variants, .. } = outcome_of(&report, rel) else {
-            panic!("{rel}")
-        };
+        let Outcome::Written { variants, .. } = outcome_of(&report, rel) else { panic!("{rel}") };
         assert_eq!(variants.len(), 2, "{rel}");
         let source = fs::read(site.join(rel)).unwrap();
         let br = fs::read(out.join(format!("{rel}.br"))).unwrap();
         let gz = fs::read(out.join(format!("{rel}.gz"))).unwrap();
         let mut decoded = Vec::new();
-        brotli::Decompressor::new(&br[..], 4096)
-            .read_to_end(&mut decoded)
-            .unwrap();
+        brotli::Decompressor::new(&br[..], 4096).read_to_end(&mut decoded).unwrap();
         assert_eq!(decoded, source, "{rel}.br");
         let mut decoded = Vec::new();
-        flate2::read::GzDecoder::new(&gz[..])
-            .read_to_end(&mut decoded)
-            .unwrap();
+        flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut decoded).unwrap();
         assert_eq!(decoded, source, "{rel}.gz");
         assert_eq!(&gz[..2], &[0x1f, 0x8b]);
     }
@@ -107,9 +90,7 @@ fn sidecar_records_size_etag_sizes_and_csp() {
     assert_eq!(meta.etag, content_etag(&source));
     for encoding in [Encoding::Brotli, Encoding::Gzip] {
         let suffix = encoding.file_suffix().unwrap();
-        let size = fs::metadata(out.join(format!("index.html{suffix}")))
-            .unwrap()
-            .len();
+        let size = fs::metadata(out.join(format!("index.html{suffix}"))).unwrap().len();
         assert_eq!(meta.variant_size(encoding), Some(size));
     }
     let csp = meta.csp.expect("html sidecar has csp hashes");
@@ -131,25 +112,13 @@ fn reruns_only_rewrite_stale_outputs() {
     let site = make_site(&dir);
     let out = dir.join("out");
     precompress_dir(&site, &out).unwrap();
-    let css_br_mtime = fs::metadata(out.join("x/y.css.br"))
-        .unwrap()
-        .modified()
-        .unwrap();
+    let css_br_mtime = fs::metadata(out.join("x/y.css.br")).unwrap().modified().unwrap();
 
     let again = precompress_dir(&site, &out).unwrap();
     for file in &again.files {
-        assert!(
-            matches!(file.outcome, Outcome::UpToDate | Outcome::SkippedUnservable),
-            "{file:?}"
-        );
+        assert!(matches!(file.outcome, Outcome::UpToDate | Outcome::SkippedUnservable), "{file:?}");
     }
-    assert_eq!(
-        fs::metadata(out.join("x/y.css.br"))
-            .unwrap()
-            .modified()
-            .unwrap(),
-        css_br_mtime
-    );
+    assert_eq!(fs::metadata(out.join("x/y.css.br")).unwrap().modified().unwrap(), css_br_mtime);
 
     // A new mtime alone (a copy, a checkout) is not an edit: nothing is redone.
     dir.set_mtime("site/x/y.css", 2_000_000_000, 5);
@@ -158,10 +127,7 @@ fn reruns_only_rewrite_stale_outputs() {
 
     // Edit one file, keeping its size and mtime: the content tells, only it is redone.
     let before = fs::metadata(site.join("index.html")).unwrap();
-    dir.write(
-        "site/index.html",
-        index_html().replace("hello", "HELLO"),
-    );
+    dir.write("site/index.html", index_html().replace("hello", "HELLO"));
     fs::File::options()
         .write(true)
         .open(site.join("index.html"))
@@ -170,24 +136,15 @@ fn reruns_only_rewrite_stale_outputs() {
         .unwrap();
     assert_eq!(fs::metadata(site.join("index.html")).unwrap().len(), before.len());
     let third = precompress_dir(&site, &out).unwrap();
-    assert!(matches!(
-        outcome_of(&third, "index.html"),
-        Outcome::Written { .. }
-    ));
+    assert!(matches!(outcome_of(&third, "index.html"), Outcome::Written { .. }));
     assert_eq!(outcome_of(&third, "x/y.css"), &Outcome::UpToDate);
     let meta = sidecar(&out, "index.html");
-    assert_eq!(
-        meta.etag,
-        content_etag(&fs::read(site.join("index.html")).unwrap())
-    );
+    assert_eq!(meta.etag, content_etag(&fs::read(site.join("index.html")).unwrap()));
 
     // A deleted variant is noticed and rebuilt.
     fs::remove_file(out.join("app.js.gz")).unwrap();
     let fourth = precompress_dir(&site, &out).unwrap();
-    assert!(matches!(
-        outcome_of(&fourth, "app.js"),
-        Outcome::Written { .. }
-    ));
+    assert!(matches!(outcome_of(&fourth, "app.js"), Outcome::Written { .. }));
     assert!(out.join("app.js.gz").is_file());
 }
 
@@ -199,10 +156,7 @@ fn outputs_of_deleted_sources_are_removed() {
     precompress_dir(&site, &out).unwrap();
     fs::remove_file(site.join("x/y.css")).unwrap();
     let report = precompress_dir(&site, &out).unwrap();
-    assert_eq!(
-        report.removed,
-        vec!["x/y.css.br", "x/y.css.gz", "x/y.css.meta.json"]
-    );
+    assert_eq!(report.removed, vec!["x/y.css.br", "x/y.css.gz", "x/y.css.meta.json"]);
     assert!(!out.join("x/y.css.meta.json").exists());
     assert!(out.join("index.html.meta.json").exists());
 }

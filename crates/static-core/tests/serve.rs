@@ -22,25 +22,15 @@ fn fixture(precompressed: bool) -> Fixture {
     if precompressed {
         precompress_dir(&site_root, &out).unwrap();
     }
-    Fixture {
-        dir_path: dir.path().to_owned(),
-        site: Site::new(site_root, out),
-        _dir: dir,
-    }
+    Fixture { dir_path: dir.path().to_owned(), site: Site::new(site_root, out), _dir: dir }
 }
 
 fn get<'a>(path: &'a str) -> RequestHead<'a> {
-    RequestHead {
-        method: "GET",
-        path,
-        ..Default::default()
-    }
+    RequestHead { method: "GET", path, ..Default::default() }
 }
 
 fn header<'r>(reply: &'r Reply, name: &str) -> &'r str {
-    reply
-        .header(name)
-        .unwrap_or_else(|| panic!("missing {name}: {:?}", reply.headers))
+    reply.header(name).unwrap_or_else(|| panic!("missing {name}: {:?}", reply.headers))
 }
 
 fn body(reply: Reply) -> Vec<u8> {
@@ -49,33 +39,19 @@ fn body(reply: Reply) -> Vec<u8> {
 
 fn brotli_decode(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    brotli::Decompressor::new(bytes, 4096)
-        .read_to_end(&mut out)
-        .unwrap();
+    brotli::Decompressor::new(bytes, 4096).read_to_end(&mut out).unwrap();
     out
 }
 
 fn gzip_decode(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    flate2::read::GzDecoder::new(bytes)
-        .read_to_end(&mut out)
-        .unwrap();
+    flate2::read::GzDecoder::new(bytes).read_to_end(&mut out).unwrap();
     out
 }
 
 fn assert_security_headers(reply: &Reply) {
-    assert_eq!(
-        reply.header("x-content-type-options"),
-        Some("nosniff"),
-        "{:?}",
-        reply.headers
-    );
-    assert_eq!(
-        reply.header("referrer-policy"),
-        Some("no-referrer"),
-        "{:?}",
-        reply.headers
-    );
+    assert_eq!(reply.header("x-content-type-options"), Some("nosniff"), "{:?}", reply.headers);
+    assert_eq!(reply.header("referrer-policy"), Some("no-referrer"), "{:?}", reply.headers);
 }
 
 fn assert_fixed_404(reply: Reply) {
@@ -97,17 +73,8 @@ fn root_serves_index_html_with_page_headers() {
         assert_eq!(header(&reply, "vary"), "Accept-Encoding");
         assert_eq!(header(&reply, "x-frame-options"), "DENY");
         let csp = header(&reply, "content-security-policy").to_owned();
-        assert!(
-            csp.contains(&format!("'{}'", hash_source(INDEX_SCRIPT.as_bytes()))),
-            "{csp}"
-        );
-        assert!(
-            csp.contains(&format!(
-                "style-src 'self' '{}'",
-                hash_source(INDEX_STYLE.as_bytes())
-            )),
-            "{csp}"
-        );
+        assert!(csp.contains(&format!("'{}'", hash_source(INDEX_SCRIPT.as_bytes()))), "{csp}");
+        assert!(csp.contains(&format!("style-src 'self' '{}'", hash_source(INDEX_STYLE.as_bytes()))), "{csp}");
         assert!(!csp.contains("unsafe"), "{csp}");
         assert!(reply.header("content-encoding").is_none());
         let etag = header(&reply, "etag").to_owned();
@@ -119,10 +86,7 @@ fn root_serves_index_html_with_page_headers() {
         assert_eq!(bytes.len(), len);
         assert_eq!(bytes, index_html().as_bytes());
         // /index.html is the same representation.
-        assert_eq!(
-            serve(&f.site, &get("/index.html")).header("etag"),
-            Some(etag.as_str())
-        );
+        assert_eq!(serve(&f.site, &get("/index.html")).header("etag"), Some(etag.as_str()));
     }
 }
 
@@ -138,10 +102,7 @@ fn nested_asset_with_its_own_type() {
     assert_security_headers(&reply);
     assert_eq!(body(reply), app_css().as_bytes());
     let js = serve(&f.site, &get("/app.js"));
-    assert_eq!(
-        header(&js, "content-type"),
-        "text/javascript; charset=utf-8"
-    );
+    assert_eq!(header(&js, "content-type"), "text/javascript; charset=utf-8");
 }
 
 #[test]
@@ -149,14 +110,7 @@ fn traversal_corpus_is_refused_with_a_fixed_404() {
     let f = fixture(true);
     for path in traversal_corpus() {
         for method in ["GET", "HEAD"] {
-            let reply = serve(
-                &f.site,
-                &RequestHead {
-                    method,
-                    path: &path,
-                    ..Default::default()
-                },
-            );
+            let reply = serve(&f.site, &RequestHead { method, path: &path, ..Default::default() });
             assert_eq!(reply.status, 404, "{method} {path:?}");
             let bytes = body(reply);
             if method == "GET" {
@@ -173,15 +127,7 @@ fn traversal_corpus_is_refused_with_a_fixed_404() {
 #[test]
 fn hidden_missing_and_directories_are_404() {
     let f = fixture(true);
-    for path in [
-        "/.env",
-        "/missing.html",
-        "/x",
-        "/x/",
-        "/emptydir",
-        "/x/y.css/z",
-        "/index.html/",
-    ] {
+    for path in ["/.env", "/missing.html", "/x", "/x/", "/emptydir", "/x/y.css/z", "/index.html/"] {
         assert_fixed_404(serve(&f.site, &get(path)));
     }
 }
@@ -189,17 +135,8 @@ fn hidden_missing_and_directories_are_404() {
 #[test]
 fn other_methods_get_405_without_a_body_echo() {
     let f = fixture(true);
-    for method in [
-        "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT", "get", "BREW",
-    ] {
-        let reply = serve(
-            &f.site,
-            &RequestHead {
-                method,
-                path: "/",
-                ..Default::default()
-            },
-        );
+    for method in ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT", "get", "BREW"] {
+        let reply = serve(&f.site, &RequestHead { method, path: "/", ..Default::default() });
         assert_eq!(reply.status, 405, "{method}");
         assert_eq!(header(&reply, "allow"), "GET, HEAD");
         assert_security_headers(&reply);
@@ -211,30 +148,11 @@ fn other_methods_get_405_without_a_body_echo() {
 fn head_has_get_headers_and_no_body() {
     for precompressed in [true, false] {
         let f = fixture(precompressed);
-        for (path, accept) in [
-            ("/", None),
-            ("/", Some("br")),
-            ("/x/y.css", Some("gzip")),
-            ("/logo.png", None),
-        ] {
-            let get_reply = serve(
-                &f.site,
-                &RequestHead {
-                    method: "GET",
-                    path,
-                    accept_encoding: accept,
-                    ..Default::default()
-                },
-            );
-            let head_reply = serve(
-                &f.site,
-                &RequestHead {
-                    method: "HEAD",
-                    path,
-                    accept_encoding: accept,
-                    ..Default::default()
-                },
-            );
+        for (path, accept) in [("/", None), ("/", Some("br")), ("/x/y.css", Some("gzip")), ("/logo.png", None)] {
+            let get_reply =
+                serve(&f.site, &RequestHead { method: "GET", path, accept_encoding: accept, ..Default::default() });
+            let head_reply =
+                serve(&f.site, &RequestHead { method: "HEAD", path, accept_encoding: accept, ..Default::default() });
             assert_eq!(get_reply.status, head_reply.status);
             assert_eq!(get_reply.headers, head_reply.headers, "{path} {accept:?}");
             let len: usize = header(&head_reply, "content-length").parse().unwrap();
@@ -288,12 +206,7 @@ fn incompressible_types_are_never_coded_and_do_not_vary() {
     let f = fixture(true);
     let reply = serve(
         &f.site,
-        &RequestHead {
-            method: "GET",
-            path: "/logo.png",
-            accept_encoding: Some("br, gzip, *"),
-            ..Default::default()
-        },
+        &RequestHead { method: "GET", path: "/logo.png", accept_encoding: Some("br, gzip, *"), ..Default::default() },
     );
     assert_eq!(reply.status, 200);
     assert_eq!(header(&reply, "content-type"), "image/png");
@@ -307,12 +220,7 @@ fn tiny_files_have_no_variants_but_still_vary() {
     let f = fixture(true);
     let reply = serve(
         &f.site,
-        &RequestHead {
-            method: "GET",
-            path: "/robots.txt",
-            accept_encoding: Some("br"),
-            ..Default::default()
-        },
+        &RequestHead { method: "GET", path: "/robots.txt", accept_encoding: Some("br"), ..Default::default() },
     );
     assert!(reply.header("content-encoding").is_none());
     assert_eq!(header(&reply, "vary"), "Accept-Encoding");
@@ -320,12 +228,7 @@ fn tiny_files_have_no_variants_but_still_vary() {
 }
 
 fn conditional<'a>(path: &'a str, accept: Option<&'a str>, inm: &'a str) -> RequestHead<'a> {
-    RequestHead {
-        method: "GET",
-        path,
-        accept_encoding: accept,
-        if_none_match: Some(inm),
-    }
+    RequestHead { method: "GET", path, accept_encoding: accept, if_none_match: Some(inm) }
 }
 
 #[test]
@@ -334,20 +237,10 @@ fn if_none_match_gives_304_with_validators_and_no_body() {
         let f = fixture(precompressed);
         let first = serve(
             &f.site,
-            &RequestHead {
-                method: "GET",
-                path: "/",
-                accept_encoding: Some("br"),
-                ..Default::default()
-            },
+            &RequestHead { method: "GET", path: "/", accept_encoding: Some("br"), ..Default::default() },
         );
         let etag = header(&first, "etag").to_owned();
-        for inm in [
-            etag.clone(),
-            format!("W/{etag}"),
-            format!("\"nope\", {etag}"),
-            "*".to_owned(),
-        ] {
+        for inm in [etag.clone(), format!("W/{etag}"), format!("\"nope\", {etag}"), "*".to_owned()] {
             let reply = serve(&f.site, &conditional("/", Some("br"), &inm));
             assert_eq!(reply.status, 304, "{inm}");
             assert_eq!(header(&reply, "etag"), etag);
@@ -360,13 +253,7 @@ fn if_none_match_gives_304_with_validators_and_no_body() {
         let miss = serve(&f.site, &conditional("/", Some("br"), "\"nope\""));
         assert_eq!(miss.status, 200);
         // HEAD revalidates too.
-        let head = serve(
-            &f.site,
-            &RequestHead {
-                method: "HEAD",
-                ..conditional("/", Some("br"), &etag)
-            },
-        );
+        let head = serve(&f.site, &RequestHead { method: "HEAD", ..conditional("/", Some("br"), &etag) });
         assert_eq!(head.status, 304);
     }
 }
@@ -374,48 +261,25 @@ fn if_none_match_gives_304_with_validators_and_no_body() {
 #[test]
 fn a_variant_tag_does_not_validate_another_coding() {
     let f = fixture(true);
-    let br = serve(
-        &f.site,
-        &RequestHead {
-            method: "GET",
-            path: "/",
-            accept_encoding: Some("br"),
-            ..Default::default()
-        },
-    );
+    let br =
+        serve(&f.site, &RequestHead { method: "GET", path: "/", accept_encoding: Some("br"), ..Default::default() });
     let br_tag = header(&br, "etag").to_owned();
-    assert_eq!(
-        serve(&f.site, &conditional("/", Some("br"), &br_tag)).status,
-        304
-    );
-    assert_eq!(
-        serve(&f.site, &conditional("/", Some("gzip"), &br_tag)).status,
-        200
-    );
+    assert_eq!(serve(&f.site, &conditional("/", Some("br"), &br_tag)).status, 304);
+    assert_eq!(serve(&f.site, &conditional("/", Some("gzip"), &br_tag)).status, 200);
     assert_eq!(serve(&f.site, &conditional("/", None, &br_tag)).status, 200);
 }
 
 #[test]
 fn if_none_match_on_missing_file_is_still_404() {
     let f = fixture(true);
-    assert_eq!(
-        serve(&f.site, &conditional("/missing.css", None, "*")).status,
-        404
-    );
+    assert_eq!(serve(&f.site, &conditional("/missing.css", None, "*")).status, 404);
 }
 
 #[test]
 fn stale_sidecar_serves_identity_with_content_etag_and_fresh_csp() {
     let f = fixture(true);
-    let fresh = serve(
-        &f.site,
-        &RequestHead {
-            method: "GET",
-            path: "/",
-            accept_encoding: Some("br"),
-            ..Default::default()
-        },
-    );
+    let fresh =
+        serve(&f.site, &RequestHead { method: "GET", path: "/", accept_encoding: Some("br"), ..Default::default() });
     assert_eq!(header(&fresh, "content-encoding"), "br");
 
     // An operator edits the page in place without rebuilding.
@@ -424,31 +288,16 @@ fn stale_sidecar_serves_identity_with_content_etag_and_fresh_csp() {
     std::fs::write(f.site.root.join("index.html"), &edited).unwrap();
     let reply = serve(
         &f.site,
-        &RequestHead {
-            method: "GET",
-            path: "/",
-            accept_encoding: Some("br, gzip"),
-            ..Default::default()
-        },
+        &RequestHead { method: "GET", path: "/", accept_encoding: Some("br, gzip"), ..Default::default() },
     );
     assert_eq!(reply.status, 200);
-    assert!(
-        reply.header("content-encoding").is_none(),
-        "{:?}",
-        reply.headers
-    );
+    assert!(reply.header("content-encoding").is_none(), "{:?}", reply.headers);
     assert_eq!(header(&reply, "vary"), "Accept-Encoding");
     let etag = header(&reply, "etag").to_owned();
     assert_eq!(etag, static_core::content_etag(edited.as_bytes()));
     let csp = header(&reply, "content-security-policy");
-    assert!(
-        csp.contains(&hash_source(edited_script.as_bytes())),
-        "{csp}"
-    );
-    assert!(
-        !csp.contains(&hash_source(INDEX_SCRIPT.as_bytes())),
-        "{csp}"
-    );
+    assert!(csp.contains(&hash_source(edited_script.as_bytes())), "{csp}");
+    assert!(!csp.contains(&hash_source(INDEX_SCRIPT.as_bytes())), "{csp}");
     assert_eq!(body(reply), edited.as_bytes());
 
     // Same size and mtime, different content: still stale.
@@ -461,12 +310,7 @@ fn stale_sidecar_serves_identity_with_content_etag_and_fresh_csp() {
     std::fs::write(&css, &text).unwrap();
     let file = std::fs::File::options().write(true).open(&css).unwrap();
     file.set_modified(meta.modified().unwrap()).unwrap();
-    let br = RequestHead {
-        method: "GET",
-        path: "/x/y.css",
-        accept_encoding: Some("br"),
-        ..Default::default()
-    };
+    let br = RequestHead { method: "GET", path: "/x/y.css", accept_encoding: Some("br"), ..Default::default() };
     let after = serve(&f.site, &br);
     assert!(after.header("content-encoding").is_none());
     assert_ne!(header(&after, "etag"), before_tag);
@@ -475,8 +319,7 @@ fn stale_sidecar_serves_identity_with_content_etag_and_fresh_csp() {
     // A 304 on a stale page still carries the page's current CSP.
     let not_modified = serve(&f.site, &conditional("/", None, &etag));
     assert_eq!(not_modified.status, 304);
-    assert!(header(&not_modified, "content-security-policy")
-        .contains(&hash_source(edited_script.as_bytes())));
+    assert!(header(&not_modified, "content-security-policy").contains(&hash_source(edited_script.as_bytes())));
     assert_eq!(header(&not_modified, "x-frame-options"), "DENY");
 }
 
@@ -485,12 +328,7 @@ fn a_copy_with_new_mtimes_keeps_every_variant_and_tag() {
     // What `spin up` does by default: the files are copied at start-up, so every
     // mtime is new while every byte is the same.
     let f = fixture(true);
-    let br = |path| RequestHead {
-        method: "GET",
-        path,
-        accept_encoding: Some("br, gzip"),
-        ..Default::default()
-    };
+    let br = |path| RequestHead { method: "GET", path, accept_encoding: Some("br, gzip"), ..Default::default() };
     let before: Vec<_> = ["/", "/x/y.css", "/app.js", "/logo.png"]
         .iter()
         .map(|p| {
@@ -502,8 +340,7 @@ fn a_copy_with_new_mtimes_keeps_every_variant_and_tag() {
     for dir in [&f.site.root, &f.site.precompressed] {
         for entry in walk(dir) {
             let file = std::fs::File::options().write(true).open(&entry).unwrap();
-            file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(3600))
-                .unwrap();
+            file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(3600)).unwrap();
         }
     }
     let after: Vec<_> = ["/", "/x/y.css", "/app.js", "/logo.png"]
@@ -536,12 +373,7 @@ fn missing_precompressed_dir_still_serves_everything() {
     for path in ["/", "/x/y.css", "/app.js", "/logo.png"] {
         let reply = serve(
             &f.site,
-            &RequestHead {
-                method: "GET",
-                path,
-                accept_encoding: Some("br, gzip"),
-                ..Default::default()
-            },
+            &RequestHead { method: "GET", path, accept_encoding: Some("br, gzip"), ..Default::default() },
         );
         assert_eq!(reply.status, 200, "{path}");
         assert!(reply.header("content-encoding").is_none());
@@ -552,15 +384,8 @@ fn missing_precompressed_dir_still_serves_everything() {
 fn a_damaged_variant_falls_back_to_identity() {
     let f = fixture(true);
     std::fs::write(f.site.precompressed.join("index.html.br"), b"truncated").unwrap();
-    let reply = serve(
-        &f.site,
-        &RequestHead {
-            method: "GET",
-            path: "/",
-            accept_encoding: Some("br"),
-            ..Default::default()
-        },
-    );
+    let reply =
+        serve(&f.site, &RequestHead { method: "GET", path: "/", accept_encoding: Some("br"), ..Default::default() });
     assert!(reply.header("content-encoding").is_none());
     let etag = header(&reply, "etag").to_owned();
     assert_eq!(etag, static_core::content_etag(index_html().as_bytes()));
@@ -569,12 +394,7 @@ fn a_damaged_variant_falls_back_to_identity() {
     std::fs::remove_file(f.site.precompressed.join("index.html.br")).unwrap();
     let reply = serve(
         &f.site,
-        &RequestHead {
-            method: "GET",
-            path: "/",
-            accept_encoding: Some("br, gzip"),
-            ..Default::default()
-        },
+        &RequestHead { method: "GET", path: "/", accept_encoding: Some("br, gzip"), ..Default::default() },
     );
     assert_eq!(header(&reply, "content-encoding"), "gzip");
 }
@@ -585,25 +405,13 @@ fn a_tampered_sidecar_is_ignored() {
     let meta = f.site.precompressed.join("x/y.css.meta.json");
     let text = std::fs::read_to_string(&meta).unwrap();
     let etag_line = text.lines().find(|l| l.contains("\"etag\"")).unwrap();
-    std::fs::write(
-        &meta,
-        text.replace(etag_line, r#"  "etag": "\"x\r\nset-cookie: a=b\"","#),
-    )
-    .unwrap();
+    std::fs::write(&meta, text.replace(etag_line, r#"  "etag": "\"x\r\nset-cookie: a=b\"","#)).unwrap();
     let reply = serve(
         &f.site,
-        &RequestHead {
-            method: "GET",
-            path: "/x/y.css",
-            accept_encoding: Some("br"),
-            ..Default::default()
-        },
+        &RequestHead { method: "GET", path: "/x/y.css", accept_encoding: Some("br"), ..Default::default() },
     );
     assert_eq!(reply.status, 200);
-    assert_eq!(
-        header(&reply, "etag"),
-        static_core::content_etag(&std::fs::read(f.site.root.join("x/y.css")).unwrap())
-    );
+    assert_eq!(header(&reply, "etag"), static_core::content_etag(&std::fs::read(f.site.root.join("x/y.css")).unwrap()));
     assert!(reply.header("content-encoding").is_none());
 
     std::fs::write(&meta, b"not json").unwrap();
@@ -613,18 +421,11 @@ fn a_tampered_sidecar_is_ignored() {
 #[test]
 fn error_bodies_never_echo_the_path() {
     let f = fixture(true);
-    for path in [
-        "/<script>alert(1)</script>",
-        "/missing-%3Cscript%3E.html",
-        "/a%0d%0aX: y",
-    ] {
+    for path in ["/<script>alert(1)</script>", "/missing-%3Cscript%3E.html", "/a%0d%0aX: y"] {
         let reply = serve(&f.site, &get(path));
         assert_eq!(reply.status, 404);
         let text = String::from_utf8(body(reply)).unwrap();
-        assert!(
-            !text.contains("script") && !text.contains("missing"),
-            "{text}"
-        );
+        assert!(!text.contains("script") && !text.contains("missing"), "{text}");
     }
 }
 

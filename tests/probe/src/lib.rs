@@ -48,12 +48,8 @@ async fn reply(out: ResponseOutparam, status: u16, body: String) {
 
 #[http_component]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
-    let path_info = req
-        .headers()
-        .get("spin-path-info")
-        .last()
-        .map(|v| String::from_utf8_lossy(v).into_owned())
-        .unwrap_or_default();
+    let path_info =
+        req.headers().get("spin-path-info").last().map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default();
     let args = query_parts(&req);
     match path_info.as_str() {
         "/headers" => {
@@ -108,7 +104,8 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
                 Ok(r) => r,
                 Err(e) => return reply(out, 502, format!("{e:?}")).await,
             };
-            let headers = Fields::from_list(&[("content-type".to_string(), b"application/octet-stream".to_vec())]).unwrap();
+            let headers =
+                Fields::from_list(&[("content-type".to_string(), b"application/octet-stream".to_vec())]).unwrap();
             let response = OutgoingResponse::new(headers);
             response.set_status_code(upstream.status()).unwrap();
             let mut body = response.take_body();
@@ -137,25 +134,19 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
             let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
             let params: Vec<spin_sdk::sqlite3::Value> =
                 args.iter().skip(2).map(|p| spin_sdk::sqlite3::Value::Text(p.clone())).collect();
-            let result = spin_sdk::sqlite3::Connection::open(&arg(0))
-                .and_then(|db| db.execute(&arg(1), &params));
+            let result = spin_sdk::sqlite3::Connection::open(&arg(0)).and_then(|db| db.execute(&arg(1), &params));
             match result {
                 Ok(rows) => {
-                    let rows: Vec<Vec<String>> = rows
-                        .rows
-                        .iter()
-                        .map(|r| r.values.iter().map(|v| format!("{v:?}")).collect())
-                        .collect();
+                    let rows: Vec<Vec<String>> =
+                        rows.rows.iter().map(|r| r.values.iter().map(|v| format!("{v:?}")).collect()).collect();
                     reply(out, 200, serde_json::json!({ "columns": rows.len(), "rows": rows }).to_string()).await
                 }
                 Err(e) => reply(out, 500, format!("{e:?}")).await,
             }
         }
         "/now" => {
-            let secs = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0);
+            let secs =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
             reply(out, 200, secs.to_string()).await
         }
         _ => reply(out, 404, "unknown probe".to_string()).await,

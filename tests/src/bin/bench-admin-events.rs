@@ -209,5 +209,8 @@ async fn main() {
     );
     drop(open);
     let closed = mock.wait_for_open_connections(0, Duration::from_secs(5)).await;
-    println!("- all {streams} upstream connections closed {} after the clients left", closed.map(|d| format!("{} ms", d.as_millis())).unwrap_or("NOT".into()));
+    println!(
+        "- all {streams} upstream connections closed {} after the clients left",
+        closed.map(|d| format!("{} ms", d.as_millis())).unwrap_or("NOT".into())
+    );
 }

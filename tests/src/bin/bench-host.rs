@@ -32,12 +32,27 @@ struct Scenario {
 }
 
 impl Scenario {
-    async fn new(name: impl Into<String>, addr: SocketAddr, path: &str, headers: Vec<(&'static str, String)>, expect: u16) -> Self {
+    async fn new(
+        name: impl Into<String>,
+        addr: SocketAddr,
+        path: &str,
+        headers: Vec<(&'static str, String)>,
+        expect: u16,
+    ) -> Self {
         let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
         stream.set_nodelay(true).unwrap();
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
         tokio::spawn(conn);
-        Scenario { name: name.into(), addr, path: path.to_string(), headers, expect, sender, latencies: Vec::new(), busy: Duration::ZERO }
+        Scenario {
+            name: name.into(),
+            addr,
+            path: path.to_string(),
+            headers,
+            expect,
+            sender,
+            latencies: Vec::new(),
+            busy: Duration::ZERO,
+        }
     }
 
     async fn once(&mut self) -> Duration {
@@ -84,7 +99,8 @@ async fn scenarios(runtime: &str, app: &TestApp, upstream: &MockUpstream) -> Vec
     let etag = probe.headers()["etag"].to_str().unwrap().to_string();
     let br = || vec![("accept-encoding", "br".to_string())];
     vec![
-        Scenario::new(format!("{runtime}: trivial component (probe /var)"), app.addr, "/probe/var?x", vec![], 404).await,
+        Scenario::new(format!("{runtime}: trivial component (probe /var)"), app.addr, "/probe/var?x", vec![], 404)
+            .await,
         Scenario::new(
             format!("{runtime}: proxied GET (probe /fetch -> upstream)"),
             app.addr,
@@ -112,7 +128,9 @@ async fn main() {
     require_wasm("probe.wasm");
     let upstream = MockUpstream::start(|_| async { respond(200, "text/plain", "ok") }).await;
     let site = bench_site();
-    let options = || TestAppOptions::new(site.join("spin.toml")).variable("upstream_origin", &format!("http://{}", upstream.addr));
+    let options = || {
+        TestAppOptions::new(site.join("spin.toml")).variable("upstream_origin", &format!("http://{}", upstream.addr))
+    };
     let host = TestApp::start_on(&Runtime::Host, options()).await.unwrap();
     let spin = match spin_bin() {
         Some(bin) => Some(TestApp::start_on(&Runtime::Spin(bin), options()).await.unwrap()),
@@ -149,15 +167,28 @@ async fn main() {
     let direct = &all[0];
     let report = |label: &str, set: &[Scenario]| {
         let [trivial, proxied, br, revalidate] = set else { unreachable!() };
-        println!("- {label}: proxied GET adds p50 {} ms over the direct upstream hit (target <= 1 ms)", ms(proxied.p(0.5).saturating_sub(direct.p(0.5))));
-        println!("- {label}: brotli GET at {:.0}% of the trivial-component rate (target >= 70%)", 100.0 * br.per_sec() / trivial.per_sec());
-        println!("- {label}: 304 at {:.0}% of the trivial-component rate (target >= 80%)", 100.0 * revalidate.per_sec() / trivial.per_sec());
+        println!(
+            "- {label}: proxied GET adds p50 {} ms over the direct upstream hit (target <= 1 ms)",
+            ms(proxied.p(0.5).saturating_sub(direct.p(0.5)))
+        );
+        println!(
+            "- {label}: brotli GET at {:.0}% of the trivial-component rate (target >= 70%)",
+            100.0 * br.per_sec() / trivial.per_sec()
+        );
+        println!(
+            "- {label}: 304 at {:.0}% of the trivial-component rate (target >= 80%)",
+            100.0 * revalidate.per_sec() / trivial.per_sec()
+        );
     };
     report("host", &all[1..5]);
     if spin.is_some() {
         report("spin 4.0.2", &all[5..9]);
         for i in 0..4 {
-            println!("- {}: host at {:.2}x the rate of spin 4.0.2", all[1 + i].name.trim_start_matches("host: "), all[1 + i].per_sec() / all[5 + i].per_sec());
+            println!(
+                "- {}: host at {:.2}x the rate of spin 4.0.2",
+                all[1 + i].name.trim_start_matches("host: "),
+                all[1 + i].per_sec() / all[5 + i].per_sec()
+            );
         }
     }
 }
@@ -167,10 +198,15 @@ fn bench_site() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("ratatoskr-bench-{}", std::process::id()));
     let static_dir = dir.join("static");
     std::fs::create_dir_all(&static_dir).unwrap();
-    let mut page = String::from("<!doctype html><html><head><title>bench</title><style>body{font:14px sans-serif}</style></head><body>\n");
+    let mut page = String::from(
+        "<!doctype html><html><head><title>bench</title><style>body{font:14px sans-serif}</style></head><body>\n",
+    );
     let mut i = 0;
     while page.len() < 32 * 1024 - 200 {
-        page.push_str(&format!("<div class=\"row\" id=\"r{i}\"><span>session s_{i:08x}</span> <em>turn t_{:08x}</em></div>\n", i * 7919));
+        page.push_str(&format!(
+            "<div class=\"row\" id=\"r{i}\"><span>session s_{i:08x}</span> <em>turn t_{:08x}</em></div>\n",
+            i * 7919
+        ));
         i += 1;
     }
     page.push_str("<script>document.title = 'bench';</script></body></html>\n");

@@ -84,7 +84,8 @@ async fn run(name: impl Into<String>, addr: SocketAddr, call: &Call, warmup: usi
     let name = name.into();
     let mut sender = connect(addr).await;
     let mut once = async || -> usize {
-        let mut request = http::Request::builder().method(call.method.clone()).uri(&call.path).header("host", addr.to_string());
+        let mut request =
+            http::Request::builder().method(call.method.clone()).uri(&call.path).header("host", addr.to_string());
         for (k, v) in &call.headers {
             request = request.header(*k, v);
         }
@@ -128,7 +129,8 @@ fn brave_body() -> String {
     json!({ "type": "search", "web": { "results": results } }).to_string()
 }
 
-const STEP_NAMES: [&str; 6] = ["request.received", "prompt.build", "llm.call", "tool.web_search", "tool.result", "llm.stream"];
+const STEP_NAMES: [&str; 6] =
+    ["request.received", "prompt.build", "llm.call", "tool.web_search", "tool.result", "llm.stream"];
 
 /// Writes one trace of `steps` steps the way the schema contract says the
 /// inference endpoint does (trace row first, then one row per step), in one
@@ -155,7 +157,9 @@ fn write_trace(db: &SqliteDatabases, id: &str, steps: usize) {
         } else {
             let name = STEP_NAMES[seq % STEP_NAMES.len()];
             let data = match name {
-                "llm.call" | "llm.stream" => json!({ "model": "ratatoskr-large", "output": "A streamed chunk of the answer.", "tokens": 40 + seq }),
+                "llm.call" | "llm.stream" => {
+                    json!({ "model": "ratatoskr-large", "output": "A streamed chunk of the answer.", "tokens": 40 + seq })
+                }
                 "tool.web_search" => json!({ "provider": "brave", "q": "fjord weather" }),
                 _ => json!({ "seq": seq }),
             };
@@ -278,9 +282,13 @@ async fn main() {
     // The same mint with the database file on tmpfs, where fsync is free: what the
     // commits' durability costs. (Not in memory: Spin's in-memory SQLite is new per open.)
     let shm = tempfile::Builder::new().prefix("ratatoskr-bench-").tempdir_in("/dev/shm").expect("/dev/shm (tmpfs)");
-    let mem_app = TestApp::start(playground_options(&brave, StoreLocation::File(shm.path().join("sqlite_db.db")))).await.unwrap();
+    let mem_app =
+        TestApp::start(playground_options(&brave, StoreLocation::File(shm.path().join("sqlite_db.db")))).await.unwrap();
     let mem_bearer = format!("Bearer {}", login(&mem_app).await);
-    let mem_mint = Call { headers: vec![("authorization", mem_bearer), ("content-type", "application/json".into())], ..mint.clone() };
+    let mem_mint = Call {
+        headers: vec![("authorization", mem_bearer), ("content-type", "application/json".into())],
+        ..mint.clone()
+    };
     let mem_stats = run("POST /playground/token (mint), database on tmpfs", mem_app.addr, &mem_mint, warmup, n).await;
     drop(mem_app);
     println!("### Mint ({n} sequential requests after {warmup} warm-up, tenant admin bearer session)\n");
@@ -300,7 +308,8 @@ async fn main() {
     );
 
     // 2. Trace reads. The component created the schema when it served the login.
-    let db = SqliteDatabases::open(&BTreeMap::from([("default".to_string(), StoreLocation::File(db_path.clone()))])).unwrap();
+    let db = SqliteDatabases::open(&BTreeMap::from([("default".to_string(), StoreLocation::File(db_path.clone()))]))
+        .unwrap();
     let reads = 100;
     let mut trace_stats = Vec::new();
     let mut native = Vec::new();
@@ -310,7 +319,12 @@ async fn main() {
         write_trace(&db, &id, steps);
         let written = started.elapsed();
         // The read returns every step, decoded.
-        let check = client().get(app.url(&format!("/admin/v1/traces/{id}"))).header("authorization", &bearer).send().await.unwrap();
+        let check = client()
+            .get(app.url(&format!("/admin/v1/traces/{id}")))
+            .header("authorization", &bearer)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(check.status(), 200);
         let body: Value = serde_json::from_str(&check.text().await.unwrap()).unwrap();
         assert_eq!(body["trace"]["step_count"], steps);
@@ -338,12 +352,17 @@ async fn main() {
     let direct = Call::get(format!("/b/res/v1/web/search?q={QUERY}&count=5"))
         .header("accept", "application/json")
         .header("x-subscription-token", BRAVE_KEY);
-    let probe = Call::get(format!("/admin/v1/playground/search?q={QUERY}&gateway_id={GATEWAY}")).header("authorization", bearer.clone());
+    let probe = Call::get(format!("/admin/v1/playground/search?q={QUERY}&gateway_id={GATEWAY}"))
+        .header("authorization", bearer.clone());
     let direct_stats = run("fake Brave called directly (baseline)", brave.addr, &direct, warmup, n).await;
     let probe_stats = run("GET /playground/search (probe -> fake Brave)", app.addr, &probe, warmup, n).await;
     let seen = brave.requests();
     let last = seen.last().unwrap();
-    assert_eq!(last.path_and_query, format!("/b/res/v1/web/search?q={QUERY}&count=5"), "the probe sent the same request");
+    assert_eq!(
+        last.path_and_query,
+        format!("/b/res/v1/web/search?q={QUERY}&count=5"),
+        "the probe sent the same request"
+    );
     assert_eq!(last.headers["x-subscription-token"], BRAVE_KEY);
     println!("### Search probe ({n} sequential requests after {warmup} warm-up)\n");
     table(&[&direct_stats, &me_stats, &probe_stats], false);

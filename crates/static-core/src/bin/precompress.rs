@@ -25,38 +25,22 @@ fn main() -> ExitCode {
     for file in &report.files {
         match &file.outcome {
             Outcome::UpToDate => {}
-            Outcome::Written {
-                source_size,
-                variants,
-            } => {
+            Outcome::Written { source_size, variants } => {
                 written += 1;
-                let variants: Vec<String> = variants
-                    .iter()
-                    .map(|(encoding, size)| format!("{} {size}", encoding.sidecar_name()))
-                    .collect();
-                let variants = if variants.is_empty() {
-                    "identity only".to_owned()
-                } else {
-                    variants.join(", ")
-                };
+                let variants: Vec<String> =
+                    variants.iter().map(|(encoding, size)| format!("{} {size}", encoding.sidecar_name())).collect();
+                let variants = if variants.is_empty() { "identity only".to_owned() } else { variants.join(", ") };
                 println!("wrote {}: {source_size} bytes -> {variants}", file.rel);
             }
             Outcome::SkippedUnservable => {
-                println!(
-                    "skipped {}: the component refuses this name (hidden or non-ASCII?)",
-                    file.rel
-                )
+                println!("skipped {}: the component refuses this name (hidden or non-ASCII?)", file.rel)
             }
         }
     }
     for rel in &report.removed {
         println!("removed {rel}: its source is gone");
     }
-    let up_to_date = report
-        .files
-        .iter()
-        .filter(|f| f.outcome == Outcome::UpToDate)
-        .count();
+    let up_to_date = report.files.iter().filter(|f| f.outcome == Outcome::UpToDate).count();
     println!(
         "precompress: {} files, {written} written, {up_to_date} up to date, {} removed -> {}",
         report.files.len(),

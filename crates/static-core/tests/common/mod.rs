@@ -14,8 +14,7 @@ pub struct TempDir(PathBuf);
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path =
-            std::env::temp_dir().join(format!("static-core-{tag}-{}-{n}", std::process::id()));
+        let path = std::env::temp_dir().join(format!("static-core-{tag}-{}-{n}", std::process::id()));
         let _ = fs::remove_dir_all(&path);
         fs::create_dir_all(&path).unwrap();
         TempDir(path)
@@ -37,12 +36,8 @@ impl TempDir {
 
     /// Sets a file's mtime, so tests never depend on clock granularity.
     pub fn set_mtime(&self, rel: &str, secs: u64, nanos: u32) {
-        let file = fs::File::options()
-            .write(true)
-            .open(self.0.join(rel))
-            .unwrap();
-        file.set_modified(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos))
-            .unwrap();
+        let file = fs::File::options().write(true).open(self.0.join(rel)).unwrap();
+        file.set_modified(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos)).unwrap();
     }
 }
 
