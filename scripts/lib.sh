@@ -17,6 +17,18 @@ ensure_wasm_target() {
     fi
 }
 
+# rustfmt and clippy for the gates (rustup's default profile has them; a minimal one does not).
+ensure_lint_tools() {
+    local have
+    have="$(rustup component list --installed)"
+    for c in rustfmt clippy; do
+        if ! grep -q "^$c" <<<"$have"; then
+            log "installing the $c component"
+            rustup component add "$c"
+        fi
+    done
+}
+
 build_components() {
     local args=()
     for c in "$@"; do args+=(-p "$c"); done
@@ -31,10 +43,16 @@ precompress_static() {
     cargo run --quiet --profile host -p static-core --bin precompress -- static target/static-precompressed
 }
 
-# The host binary the browser tests start (target/host/ratatoskr-host).
+# Every native crate the tests use goes through cargo with this one package
+# selection, so features unify the same way each time and wasmtime is built once
+# (`-p ratatoskr-host` alone resolves other features and built it a second time).
+NATIVE=(--profile host --workspace --exclude static-files --exclude probe)
+
+# The host binary the browser tests start (target/host/ratatoskr-host), with the
+# test binaries of the same build.
 build_host() {
-    log "building the host"
-    cargo build --profile host -p ratatoskr-host
+    log "building the host and the tests"
+    cargo build "${NATIVE[@]}" --bins --tests
 }
 
 # Debian's Chromium for the browser tests; a fresh machine lacks it.

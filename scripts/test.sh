@@ -6,18 +6,25 @@
 # Then the real-Spin lane: where a spin binary is at hand (SPIN_BIN, or the
 # shared Spin 4.0.2 build), `spin build`, and the component and browser suites
 # again with every app under `spin up`.
-# Arguments go to `cargo test`. The exit code fails if any suite failed.
+# rustfmt and clippy (warnings denied, native and wasm) gate it too.
+# Arguments go to `cargo test`. The exit code fails if any suite or gate failed.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 ensure_wasm_target
+ensure_lint_tools
 build_components "${APP_COMPONENTS[@]}" "${TEST_COMPONENTS[@]}"
 precompress_static
 build_host
 
 status=0
+log "format and lint gates (rustfmt, clippy -D warnings, native and wasm)"
+cargo fmt --all -- --check || status=$?
+cargo clippy "${NATIVE[@]}" --all-targets -- -D warnings || status=$?
+cargo clippy --release --target wasm32-wasip2 $(printf -- '-p %s ' "${APP_COMPONENTS[@]}" "${TEST_COMPONENTS[@]}") -- -D warnings || status=$?
+
 log "running tests"
-cargo test --profile host --workspace --exclude static-files --exclude probe "$@" || status=$?
+cargo test "${NATIVE[@]}" "$@" || status=$?
 
 ensure_chromium
 ensure_browser_test_deps
@@ -34,7 +41,7 @@ else
     rm -f "$skips"
     export RATATOSKR_TEST_RUNTIME=spin SPIN_BIN="$spin_bin" RATATOSKR_SKIP_LOG="$skips"
     log "real-Spin lane: component tests under spin up"
-    cargo test --profile host -p component-tests --no-fail-fast "$@" || status=$?
+    cargo test "${NATIVE[@]}" --no-fail-fast --test '*' "$@" || status=$?
     log "real-Spin lane: browser tests under spin up"
     node --test --test-concurrency=1 tests/browser/ || status=$?
     if [[ -s "$skips" ]]; then

@@ -3,7 +3,7 @@
 //! world seeded and the web-search providers pointed at scripted mocks.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -95,7 +95,7 @@ fn temp_db(name: &str) -> PathBuf {
     dir.join("sqlite_db.db")
 }
 
-fn base_options(brave: &MockUpstream, linkup: &MockUpstream, db_path: &PathBuf) -> TestAppOptions {
+fn base_options(brave: &MockUpstream, linkup: &MockUpstream, db_path: &Path) -> TestAppOptions {
     let mut options = TestAppOptions::new(repo_root().join("spin.toml"))
         .variable("seed_demo_data", "true")
         .variable("demo_password", DEMO_PASSWORD)
@@ -112,7 +112,7 @@ fn base_options(brave: &MockUpstream, linkup: &MockUpstream, db_path: &PathBuf) 
     // A file database, so the tests can look at what was stored.
     options.runtime_config = RuntimeConfig {
         key_value_stores: BTreeMap::from([("default".to_string(), StoreLocation::Memory)]),
-        sqlite_databases: BTreeMap::from([("default".to_string(), StoreLocation::File(db_path.clone()))]),
+        sqlite_databases: BTreeMap::from([("default".to_string(), StoreLocation::File(db_path.to_path_buf()))]),
     };
     options
 }

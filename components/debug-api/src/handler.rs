@@ -611,7 +611,7 @@ fn send_json(out: ResponseOutparam, status: u16, body: &str) {
 }
 
 fn header(req: &IncomingRequest, name: &str) -> Option<String> {
-    req.headers().get(&name.to_string()).into_iter().next().and_then(|v| String::from_utf8(v).ok())
+    req.headers().get(name).into_iter().next().and_then(|v| String::from_utf8(v).ok())
 }
 
 /// Reads and parses a browser JSON body: JSON content type only (a

@@ -279,7 +279,7 @@ fn proxy_inference(req: &IncomingRequest, out: ResponseOutparam, target: &crate:
         let headers = req.headers();
         let mut list = Vec::new();
         for name in inf::FORWARDED_REQUEST_HEADERS {
-            for value in headers.get(&name.to_string()) {
+            for value in headers.get(name) {
                 list.push((name.to_string(), value));
             }
         }
