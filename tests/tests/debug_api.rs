@@ -546,6 +546,19 @@ async fn config_says_why_when_the_agent_list_fails() {
     assert_eq!(answer.json()["agents_error"]["error_code"], "upstream_unreachable");
 }
 
+/// Bodies of known size go upstream with `content-length`, never chunked: some
+/// upstreams, WAFs and proxies refuse chunked requests (411).
+#[tokio::test(flavor = "multi_thread")]
+async fn upstream_writes_carry_a_content_length_not_chunked() {
+    let created = r#"{"session_id":"s_abc","agent_id":"sindra","created_at":"2025-01-01T00:00:00Z"}"#;
+    let mock = json_mock(201, created).await;
+    let app = app_with(&Keys::random(), &mock).await;
+    assert_eq!(post_json(&app, "/api/sessions", r#"{"agent_id":"sindra"}"#).await.status, 201);
+    let seen = &mock.requests()[0];
+    assert_eq!(seen.headers["content-length"], seen.body.len().to_string());
+    assert!(seen.headers.get("transfer-encoding").is_none(), "{:?}", seen.headers);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn create_session_sends_the_server_held_end_user_and_consumer_key() {
     let keys = Keys::random();

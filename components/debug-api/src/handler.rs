@@ -310,8 +310,10 @@ fn call(ctx: &Ctx, spec: Call<'_>) -> Result<Upstream, ApiError> {
         Bearer::Consumer => headers.push(("authorization".into(), format!("Bearer {}", ctx.consumer_key).into_bytes())),
         Bearer::Admin(key) => headers.push(("authorization".into(), format!("Bearer {key}").into_bytes())),
     }
-    if spec.body.is_some() {
+    if let Some(body) = &spec.body {
         headers.push(("content-type".into(), b"application/json".to_vec()));
+        // A known length, not chunked: some upstreams and proxies refuse chunked requests.
+        headers.push(("content-length".into(), body.len().to_string().into_bytes()));
     }
     if let Some(id) = &spec.last_event_id {
         headers.push(("last-event-id".into(), id.as_bytes().to_vec()));
@@ -336,17 +338,29 @@ fn call(ctx: &Ctx, spec: Call<'_>) -> Result<Upstream, ApiError> {
         let _ = options.set_between_bytes_timeout(Some(ns.saturating_mul(2)));
     }
     let future = outgoing_handler::handle(request, Some(options)).map_err(|code| ApiError::from(classify(&code)))?;
+    // An upstream may answer before it has read the body (the simulator's cancel
+    // does; under Spin the write then fails): a failed write is not the outcome,
+    // the answer is, if one comes.
+    let mut sent = true;
     if let Some(body) = spec.body {
-        let stream = outgoing_body.write().map_err(|_| internal())?;
-        if !write_all(&stream, body.as_bytes()) {
-            return Err(TransportFailure::Unreachable.into());
+        match outgoing_body.write() {
+            Ok(stream) => sent = write_all(&stream, body.as_bytes()),
+            Err(()) => sent = false,
         }
-        drop(stream);
     }
-    wasi_http::OutgoingBody::finish(outgoing_body, None).map_err(|code| ApiError::from(classify(&code)))?;
+    let finished = wasi_http::OutgoingBody::finish(outgoing_body, None);
 
     future.subscribe().block();
-    let response = match future.get() {
+    let answer = future.get();
+    if !matches!(answer, Some(Ok(Ok(_)))) {
+        if let Err(code) = finished {
+            return Err(classify(&code).into());
+        }
+        if !sent {
+            return Err(TransportFailure::Unreachable.into());
+        }
+    }
+    let response = match answer {
         Some(Ok(Ok(response))) => response,
         Some(Ok(Err(code))) => return Err(classify(&code).into()),
         _ => return Err(TransportFailure::Unreachable.into()),
