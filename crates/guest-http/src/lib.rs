@@ -1,0 +1,47 @@
+//! The wasm side of HTTP, written once for every component.
+//!
+//! - [`ApiError`]: the one typed error envelope (`{"error_code", "message", ...}`
+//!   plus response headers) that components answer with.
+//! - [`TransportFailure`]: the one classification of an outgoing call that
+//!   produced no usable answer.
+//! - On wasm32 only: reading request and upstream bodies with the same bound
+//!   and the same rule (a broken stream is an error, never a short body),
+//!   writing responses under the host's backpressure, SSE responses pumped
+//!   from an upstream with a keepalive, and outgoing calls with connect /
+//!   first-byte / between-bytes timeouts.
+//!
+//! Handlers built on it only match routes and call: every decision stays in
+//! the components' pure modules, which test natively.
+
+#[cfg(feature = "envelope")]
+mod envelope;
+pub mod headers;
+mod transport;
+
+#[cfg(feature = "envelope")]
+pub use envelope::ApiError;
+pub use transport::TransportFailure;
+
+#[cfg(target_arch = "wasm32")]
+mod body;
+#[cfg(target_arch = "wasm32")]
+mod outgoing;
+#[cfg(target_arch = "wasm32")]
+mod request;
+#[cfg(target_arch = "wasm32")]
+mod response;
+#[cfg(target_arch = "wasm32")]
+mod stream;
+
+#[cfg(target_arch = "wasm32")]
+pub use body::{read_to_end, READ_CHUNK};
+#[cfg(target_arch = "wasm32")]
+pub use outgoing::{call, Method, Outgoing, Timeouts, Upstream};
+#[cfg(target_arch = "wasm32")]
+pub use request::{header, path_and_query, read_request_body, spin_header};
+#[cfg(all(target_arch = "wasm32", feature = "envelope"))]
+pub use response::send_error;
+#[cfg(target_arch = "wasm32")]
+pub use response::{respond, send, send_json, Body};
+#[cfg(target_arch = "wasm32")]
+pub use stream::{pump, start_sse, Pump, Step};

@@ -1,0 +1,37 @@
+//! Reading what the client sent.
+
+use spin_sdk::http::IncomingRequest;
+
+use crate::body::read_to_end;
+use crate::TransportFailure;
+
+/// A header's first value, if it is UTF-8.
+pub fn header(req: &IncomingRequest, name: &str) -> Option<String> {
+    req.headers().get(name).into_iter().next().and_then(|v| String::from_utf8(v).ok())
+}
+
+/// A `spin-*` header as Spin set it. Spin keeps any copy a client sent and
+/// appends its own value after it, so only the last value can be trusted.
+pub fn spin_header(req: &IncomingRequest, name: &str) -> Option<String> {
+    req.headers().get(name).pop().and_then(|v| String::from_utf8(v).ok())
+}
+
+/// The route's path (`spin-path-info`, relative to the component's route)
+/// and the raw query string (without `?`).
+pub fn path_and_query(req: &IncomingRequest) -> (String, String) {
+    let path = spin_header(req, "spin-path-info").unwrap_or_default();
+    let query = req.path_with_query().and_then(|pq| pq.split_once('?').map(|(_, q)| q.to_string())).unwrap_or_default();
+    (path, query)
+}
+
+/// The whole request body, at most `limit` bytes: `TooLarge` past it (the
+/// rest is not read), `Unreachable` if the stream broke before its end.
+pub fn read_request_body(req: &IncomingRequest, limit: usize) -> Result<Vec<u8>, TransportFailure> {
+    let body = req.consume().map_err(|()| TransportFailure::Unreachable)?;
+    let stream = body.stream().map_err(|()| TransportFailure::Unreachable)?;
+    let bytes = read_to_end(&stream, limit, None);
+    // The stream is a child of the body: it goes first.
+    drop(stream);
+    drop(body);
+    bytes
+}
