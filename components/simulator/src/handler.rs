@@ -17,9 +17,9 @@ use crate::routes::{bearer_ok, query_param, route, split_path_query, Route, Scop
 use crate::service::{ApiError, Kv, Sim, TurnTicket, BEAT_EVERY_MS};
 use crate::sse;
 use crate::turn;
-use futures::{SinkExt, StreamExt};
+use guest_http::{read_request_body, send, start_sse, TransportFailure};
 use serde_json::{json, Value};
-use spin_sdk::http::{Fields, IncomingRequest, OutgoingResponse, ResponseOutparam};
+use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
 use spin_sdk::key_value::Store;
 use spin_sdk::sqlite3;
@@ -116,21 +116,12 @@ fn header_values(req: &IncomingRequest, name: &str) -> Vec<Vec<u8>> {
     values
 }
 
-fn headers(list: &[(&str, &str)]) -> Fields {
-    let entries: Vec<(String, Vec<u8>)> = list.iter().map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec())).collect();
-    Fields::from_list(&entries).unwrap_or_else(|_| Fields::new())
+fn send_json(out: ResponseOutparam, status: u16, body: &Value, extra: &[(&str, &str)]) {
+    let extra: Vec<(String, String)> = extra.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+    guest_http::send_json(out, status, &body.to_string(), &extra);
 }
 
-async fn send_json(out: ResponseOutparam, status: u16, body: &Value, extra: &[(&str, &str)]) {
-    let mut list = vec![("content-type", "application/json; charset=utf-8")];
-    list.extend_from_slice(extra);
-    let resp = OutgoingResponse::new(headers(&list));
-    let _ = resp.set_status_code(status);
-    let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
-    let _ = out.set_with_body(resp, bytes).await;
-}
-
-async fn send_error(out: ResponseOutparam, err: ApiError) {
+fn send_error(out: ResponseOutparam, err: ApiError) {
     let allow;
     let extra: &[(&str, &str)] = match &err {
         ApiError::MethodNotAllowed(a) => {
@@ -139,44 +130,26 @@ async fn send_error(out: ResponseOutparam, err: ApiError) {
         }
         _ => &[],
     };
-    send_json(out, err.status(), &err.body(), extra).await;
+    send_json(out, err.status(), &err.body(), extra);
 }
 
-async fn read_body(req: IncomingRequest) -> Result<Vec<u8>, ApiError> {
-    let mut stream = req.into_body_stream();
-    let mut body = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|_| ApiError::BadRequest("could not read the request body".into()))?;
-        if body.len() + chunk.len() > MAX_BODY {
-            return Err(ApiError::BadRequest("request body too large".into()));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
-/// Start a 200 SSE response and hand back its body sink.
-fn start_sse(
-    out: ResponseOutparam,
-    extra: &[(&str, &str)],
-) -> impl futures::Sink<Vec<u8>, Error = wasi::io::streams::StreamError> {
-    let mut list = vec![("content-type", "text/event-stream"), ("cache-control", "no-cache")];
-    list.extend_from_slice(extra);
-    let resp = OutgoingResponse::new(headers(&list));
-    let _ = resp.set_status_code(200);
-    let body = resp.take_body();
-    out.set(resp);
-    body
+fn read_body(req: &IncomingRequest) -> Result<Vec<u8>, ApiError> {
+    read_request_body(req, MAX_BODY).map_err(|failure| {
+        ApiError::BadRequest(match failure {
+            TransportFailure::TooLarge => "request body too large".into(),
+            _ => "could not read the request body".into(),
+        })
+    })
 }
 
 #[http_component]
-async fn handle(req: IncomingRequest, out: ResponseOutparam) {
+fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let method = req.method().to_string();
     let path_query = req.path_with_query().unwrap_or_default();
     let (path, query) = split_path_query(&path_query);
     let route = match route(&method, path) {
         Ok(r) => r,
-        Err(e) => return send_error(out, e).await,
+        Err(e) => return send_error(out, e),
     };
 
     let authorized = match route.scope() {
@@ -185,23 +158,23 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
         Scope::Admin => bearer_ok(&header_values(&req, "authorization"), &variable("admin_key")),
     };
     if !authorized {
-        return send_error(out, ApiError::Unauthorized).await;
+        return send_error(out, ApiError::Unauthorized);
     }
 
     match route {
         Route::BraveSearch => {
             let tokens = header_values(&req, "x-subscription-token");
-            return send_reply(out, providers::brave(query, &tokens)).await;
+            return send_reply(out, providers::brave(query, &tokens));
         }
         Route::LinkupSearch => {
             let auth = header_values(&req, "authorization");
-            return match read_body(req).await {
-                Ok(body) => send_reply(out, providers::linkup(&auth, &body)).await,
-                Err(e) => send_error(out, e).await,
+            return match read_body(&req) {
+                Ok(body) => send_reply(out, providers::linkup(&auth, &body)),
+                Err(e) => send_error(out, e),
             };
         }
         Route::ChatCompletions { tenant_slug, gateway_slug } => {
-            return chat_completions(req, out, &tenant_slug, &gateway_slug).await
+            return chat_completions(req, out, &tenant_slug, &gateway_slug)
         }
         _ => {}
     }
@@ -209,12 +182,12 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     if route == Route::Agents {
         let agents: Vec<Value> =
             AGENTS.iter().map(|a| json!({ "agent_id": a.id, "display_name": a.display_name })).collect();
-        return send_json(out, 200, &json!({ "agents": agents }), &[]).await;
+        return send_json(out, 200, &json!({ "agents": agents }), &[]);
     }
 
     let kv = match open_kv() {
         Ok(kv) => kv,
-        Err(e) => return send_error(out, e).await,
+        Err(e) => return send_error(out, e),
     };
     let sim = Sim::new(&kv);
     let mut rng = seeded_rng();
@@ -222,52 +195,52 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     match route {
         Route::Agents | Route::BraveSearch | Route::LinkupSearch | Route::ChatCompletions { .. } => unreachable!(),
         Route::CreateSession => {
-            let result = match read_body(req).await {
+            let result = match read_body(&req) {
                 Ok(body) => sim.create_session(&body, now_ms(), &mut rng),
                 Err(e) => Err(e),
             };
             match result {
-                Ok(created) => send_json(out, 201, &json!(created), &[]).await,
-                Err(e) => send_error(out, e).await,
+                Ok(created) => send_json(out, 201, &json!(created), &[]),
+                Err(e) => send_error(out, e),
             }
         }
         Route::StartTurn { session_id } => {
             // 404 for an unknown session before reading the body.
             match sim.session(&session_id) {
                 Ok(Some(_)) => {}
-                Ok(None) => return send_error(out, ApiError::NotFound("unknown_session")).await,
-                Err(e) => return send_error(out, e).await,
+                Ok(None) => return send_error(out, ApiError::NotFound("unknown_session")),
+                Err(e) => return send_error(out, e),
             }
-            let ticket = match read_body(req).await {
+            let ticket = match read_body(&req) {
                 Ok(body) => sim.begin_turn(&session_id, &body, now_ms(), &mut rng),
                 Err(e) => Err(e),
             };
             match ticket {
-                Ok(ticket) => stream_turn(out, &sim, ticket, &mut rng).await,
-                Err(e) => send_error(out, e).await,
+                Ok(ticket) => stream_turn(out, &sim, ticket, &mut rng),
+                Err(e) => send_error(out, e),
             }
         }
         Route::CancelTurn { session_id, turn_id } => match sim.cancel(&session_id, &turn_id, now_ms()) {
-            Ok(()) => send_json(out, 202, &json!({}), &[]).await,
-            Err(e) => send_error(out, e).await,
+            Ok(()) => send_json(out, 202, &json!({}), &[]),
+            Err(e) => send_error(out, e),
         },
         Route::Tools { session_id } => match sim.tools(&session_id) {
-            Ok(inv) => send_json(out, 200, &inv, &[]).await,
-            Err(e) => send_error(out, e).await,
+            Ok(inv) => send_json(out, 200, &inv, &[]),
+            Err(e) => send_error(out, e),
         },
         Route::Bifrost { session_id } => match sim.bifrost(&session_id, now_ms()) {
-            Ok(state) => send_json(out, 200, &json!(state), &[]).await,
-            Err(e) => send_error(out, e).await,
+            Ok(state) => send_json(out, 200, &json!(state), &[]),
+            Err(e) => send_error(out, e),
         },
         Route::Affect => match sim.affect(query_param(query, "agent_id").as_deref(), now_ms()) {
-            Ok(snap) => send_json(out, 200, &snap, &[]).await,
-            Err(e) => send_error(out, e).await,
+            Ok(snap) => send_json(out, 200, &snap, &[]),
+            Err(e) => send_error(out, e),
         },
         Route::AdminEvents => {
             let last_event_id =
                 header_values(&req, "last-event-id").into_iter().next().and_then(|v| String::from_utf8(v).ok());
             drop(req);
-            stream_admin(out, &sim, last_event_id).await
+            stream_admin(out, &sim, last_event_id)
         }
     }
 }
@@ -294,8 +267,8 @@ fn wait_unless_cancelled(sim: &Sim<SpinKv>, t: &TurnTicket, ms: u64, last_beat: 
     }
 }
 
-async fn stream_turn(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, ticket: TurnTicket, rng: &mut Rng) {
-    let mut body = start_sse(out, &[]);
+fn stream_turn(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, ticket: TurnTicket, rng: &mut Rng) {
+    let Some(body) = start_sse(out, &[]) else { return };
     let script = turn::script(ticket.agent, &ticket.text, &ticket.turn_id, rng);
     let mut last_beat = ticket.started_at_ms;
     for ev in &script.events {
@@ -303,32 +276,34 @@ async fn stream_turn(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, ticket: TurnT
         if !first && wait_unless_cancelled(sim, &ticket, ev.delay_ms, &mut last_beat) {
             sim.finish_turn(&ticket, "cancelled", now_ms(), rng);
             let c = turn::cancelled_event(&ticket.turn_id);
-            let _ = body.send(sse::json_frame(None, c.event, &c.data).into_bytes()).await;
-            return;
+            body.push(sse::json_frame(None, c.event, &c.data).as_bytes());
+            return body.finish();
         }
         if ev.is_terminal() {
             // Clear the running flag before the client can see the end of the turn.
             sim.finish_turn(&ticket, script.status, now_ms(), rng);
         }
-        if body.send(sse::json_frame(None, ev.event, &ev.data).into_bytes()).await.is_err() {
+        if !body.push(sse::json_frame(None, ev.event, &ev.data).as_bytes()) {
             if !ev.is_terminal() {
                 sim.finish_turn(&ticket, "disconnected", now_ms(), rng);
             }
             return;
         }
     }
+    body.finish();
 }
 
-async fn stream_admin(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, last_event_id: Option<String>) {
-    let mut body = start_sse(out, &[]);
+fn stream_admin(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, last_event_id: Option<String>) {
+    let Some(body) = start_sse(out, &[]) else { return };
     let mut sessions = sim.session_ids();
     let mut refreshed_at = now_ms();
     let (mut stream, replay) = AdminStream::start(last_event_id.as_deref(), refreshed_at, live_sessions(&sessions));
     for ev in replay {
-        if body.send(sse::json_frame(Some(ev.id), ev.event, &ev.data).into_bytes()).await.is_err() {
+        if !body.push(sse::json_frame(Some(ev.id), ev.event, &ev.data).as_bytes()) {
             return;
         }
     }
+    // Ends when the client leaves (the next write fails).
     loop {
         let now = now_ms();
         if now.saturating_sub(refreshed_at) >= SESSIONS_REFRESH_MS {
@@ -337,34 +312,31 @@ async fn stream_admin(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, last_event_i
         }
         let ev = stream.next(now, live_sessions(&sessions));
         sleep_ms(ev.at_ms.saturating_sub(now_ms()));
-        if body.send(sse::json_frame(Some(ev.id), ev.event, &ev.data).into_bytes()).await.is_err() {
+        if !body.push(sse::json_frame(Some(ev.id), ev.event, &ev.data).as_bytes()) {
             return;
         }
     }
 }
 
 /// A provider answer, after its scripted delay.
-async fn send_reply(out: ResponseOutparam, reply: Reply) {
+fn send_reply(out: ResponseOutparam, reply: Reply) {
     sleep_ms(reply.delay_ms);
-    let list: Vec<(&str, &str)> = reply.headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let resp = OutgoingResponse::new(headers(&list));
-    let _ = resp.set_status_code(reply.status);
-    let _ = out.set_with_body(resp, reply.body).await;
+    send(out, reply.status, &reply.headers, &reply.body);
 }
 
-async fn send_inference_error(out: ResponseOutparam, err: InferenceError) {
-    send_json(out, err.status(), &err.body(), &[]).await;
+fn send_inference_error(out: ResponseOutparam, err: InferenceError) {
+    send_json(out, err.status(), &err.body(), &[]);
 }
 
 /// `POST /inference/{tenant}/{gateway}/v1/chat/completions`: the token is checked (and any
 /// refusal sent) before the body is read and before any byte of a reply; then the trace
 /// row and its first steps are written, the reply streams, and the last steps are written
 /// before the final chunk, so a client that has seen `[DONE]` finds the trace complete.
-async fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &str, gateway: &str) {
+fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &str, gateway: &str) {
     let started = now_ms();
     let token = match inference::request_token(&header_values(&req, "authorization")) {
         Ok(t) => t,
-        Err(e) => return send_inference_error(out, e).await,
+        Err(e) => return send_inference_error(out, e),
     };
     let token_hash = inference::token_hash(&token);
     drop(token);
@@ -372,16 +344,16 @@ async fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &
         Ok(c) => SpinSql(c),
         Err(e) => {
             eprintln!("simulator: cannot open sqlite database \"default\": {e:?}");
-            return send_inference_error(out, InferenceError::Internal).await;
+            return send_inference_error(out, InferenceError::Internal);
         }
     };
     let now_s = (now_ms() / 1000) as i64;
     let grant = match ledger::authorize(&db, &token_hash, tenant, gateway, now_s) {
         Ok(g) => g,
-        Err(e) => return send_inference_error(out, e).await,
+        Err(e) => return send_inference_error(out, e),
     };
     let auth_ended = now_ms();
-    let chat = match read_body(req).await {
+    let chat = match read_body(&req) {
         Ok(body) => inference::parse_chat(&body),
         Err(e) => Err(InferenceError::BadRequest(match e {
             ApiError::BadRequest(m) => m,
@@ -390,7 +362,7 @@ async fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &
     };
     let chat = match chat {
         Ok(c) => c,
-        Err(e) => return send_inference_error(out, e).await,
+        Err(e) => return send_inference_error(out, e),
     };
 
     let mut rng = seeded_rng();
@@ -400,7 +372,7 @@ async fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &
     let model = chat.model.clone();
     if let Err(e) = ledger::start_trace(&db, &trace_id, &grant.gateway_id, started, &model) {
         eprintln!("simulator: could not start the trace: {e}");
-        return send_inference_error(out, InferenceError::Internal).await;
+        return send_inference_error(out, InferenceError::Internal);
     }
     let mut trace = TraceWriter { db: &db, trace_id: trace_id.clone(), next_seq: 0 };
     let facts = TraceFacts {
@@ -430,17 +402,17 @@ async fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &
         trace.step(&inference::complete_step(done, started, "stop", &usage));
         trace.finish(now_ms(), "ok");
         let body = inference::completion(&completion_id, created_s, &model, &text, &usage);
-        return send_json(out, 200, &body, &[("x-trace-id", &trace_id)]).await;
+        return send_json(out, 200, &body, &[("x-trace-id", &trace_id)]);
     }
 
-    let mut body = start_sse(out, &[("x-trace-id", &trace_id)]);
+    let Some(body) = start_sse(out, &[("x-trace-id", &trace_id)]) else { return };
     let streaming = now_ms();
     let mut first_delta = None;
     let mut sent = String::new();
     for (i, delta) in deltas.iter().enumerate() {
         sleep_ms(delta.delay_ms);
         let chunk = inference::content_chunk(&completion_id, created_s, &model, i, &delta.text);
-        if body.send(inference::data_frame(&chunk).into_bytes()).await.is_err() {
+        if !body.push(sse::data_frame(&chunk).as_bytes()) {
             let gone = now_ms();
             trace.step(&inference::response_step(true, streaming, gone, first_delta, i, &sent, false));
             trace.finish(gone, "disconnected");
@@ -454,7 +426,7 @@ async fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &
     trace.step(&inference::complete_step(now_ms(), started, "stop", &usage));
     trace.finish(now_ms(), "ok");
     let stop = inference::stop_chunk(&completion_id, created_s, &model);
-    if body.send(inference::data_frame(&stop).into_bytes()).await.is_ok() {
-        let _ = body.send(inference::DONE_FRAME.as_bytes().to_vec()).await;
+    if body.push(sse::data_frame(&stop).as_bytes()) && body.push(sse::DONE.as_bytes()) {
+        body.finish();
     }
 }

@@ -288,13 +288,6 @@ pub fn stop_chunk(id: &str, created_s: u64, model: &str) -> Value {
     chunk(id, created_s, model, json!({}), Some("stop"))
 }
 
-/// `data: <compact JSON>\n\n` (compact JSON has no raw line breaks).
-pub fn data_frame(value: &Value) -> String {
-    format!("data: {}\n\n", serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned()))
-}
-
-pub const DONE_FRAME: &str = "data: [DONE]\n\n";
-
 /// A rough token count (about four characters per token), for `usage`.
 pub fn estimate_tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)
@@ -569,18 +562,18 @@ mod tests {
     fn chunk_framing() {
         let first = content_chunk("chatcmpl-1", 1_700_000_000, "m", 0, "Hel");
         assert_eq!(
-            data_frame(&first),
+            crate::sse::data_frame(&first),
             "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\",\"role\":\"assistant\"},\"finish_reason\":null,\"index\":0}],\"created\":1700000000,\"id\":\"chatcmpl-1\",\"model\":\"m\",\"object\":\"chat.completion.chunk\"}\n\n"
         );
         let next = content_chunk("chatcmpl-1", 1, "m", 1, "lo\n\ndata: [DONE]\r\n");
-        let frame = data_frame(&next);
+        let frame = crate::sse::data_frame(&next);
         assert_eq!(frame.matches('\n').count(), 2, "{frame:?}");
         assert!(frame.starts_with("data: {") && frame.ends_with("}\n\n"));
         assert!(next["choices"][0]["delta"].get("role").is_none());
         let stop = stop_chunk("chatcmpl-1", 1, "m");
         assert_eq!(stop["choices"][0]["finish_reason"], "stop");
         assert_eq!(stop["choices"][0]["delta"], json!({}));
-        assert_eq!(DONE_FRAME, "data: [DONE]\n\n");
+        assert_eq!(crate::sse::DONE, "data: [DONE]\n\n");
         let mut rng = Rng::new(3);
         let id = completion_id(&mut rng);
         assert!(id.starts_with("chatcmpl-") && id.len() == 33);

@@ -6,12 +6,24 @@ use serde::Serialize;
 
 /// A frame whose data is `value` as compact (single-line) JSON.
 pub fn json_frame<T: Serialize + ?Sized>(id: Option<u64>, event: &str, value: &T) -> String {
+    frame(id, Some(event), value)
+}
+
+/// An unnamed `data:` frame (the chat-completions stream's chunks).
+pub fn data_frame<T: Serialize + ?Sized>(value: &T) -> String {
+    frame(None, None, value)
+}
+
+/// The chat-completions stream's last frame.
+pub const DONE: &str = "data: [DONE]\n\n";
+
+fn frame<T: Serialize + ?Sized>(id: Option<u64>, event: Option<&str>, value: &T) -> String {
     let data = serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned());
     let id = id.map(|id| id.to_string());
-    let mut out = String::with_capacity(data.len() + event.len() + 32);
+    let mut out = String::with_capacity(data.len() + 64);
     // Event names here are constants; the encoder refuses (writes nothing for)
     // a name with a line break rather than splitting it.
-    let _ = ::sse::encode_event(&mut out, Some(event), id.as_deref(), &data);
+    let _ = ::sse::encode_event(&mut out, event, id.as_deref(), &data);
     out
 }
 
