@@ -314,7 +314,9 @@ fn read_sidecar(precompressed: &Path, rel: &str) -> Option<Sidecar> {
     let mut file = File::open(precompressed.join(sidecar_rel_path(rel))).ok()?;
     // One read usually holds it all, and a JSON object is complete only with its
     // closing brace, so parse after each read: no extra read just to see the end.
-    let mut bytes = vec![0u8; MAX_SIDECAR_BYTES as usize];
+    // Sidecars are a few hundred bytes: start small (a zeroed 64 KiB buffer per
+    // request cost more than the read) and grow only up to the bound.
+    let mut bytes = vec![0u8; 1024];
     let mut len = 0;
     loop {
         let n = file.read(&mut bytes[len..]).ok()?;
@@ -326,7 +328,10 @@ fn read_sidecar(precompressed: &Path, rel: &str) -> Option<Sidecar> {
             return Some(sidecar);
         }
         if len == bytes.len() {
-            return None; // bigger than any sidecar of ours
+            if len >= MAX_SIDECAR_BYTES as usize {
+                return None; // bigger than any sidecar of ours
+            }
+            bytes.resize((len * 4).min(MAX_SIDECAR_BYTES as usize), 0);
         }
     }
 }
@@ -349,6 +354,31 @@ fn open_variant(precompressed: &Path, rel: &str, encoding: Encoding, recorded: O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sidecars_of_any_size_up_to_the_bound_are_read_and_larger_ones_refused() {
+        let dir = std::env::temp_dir().join(format!("sidecar-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sidecar = Sidecar {
+            format: crate::sidecar::SIDECAR_FORMAT,
+            size: 10,
+            etag: "\"AAAAAAAAAAAAAAAAAAAAAA\"".to_owned(),
+            variants: vec![],
+            csp: None,
+        };
+        // Padding (JSON whitespace) across the growth steps: 1 KiB, 4 KiB, 16 KiB, 64 KiB.
+        for pad in [0, 1_000, 5_000, 30_000, 60_000, 70_000] {
+            let json = format!("{}{}", " ".repeat(pad), sidecar.to_json());
+            std::fs::write(dir.join("a.txt.meta.json"), &json).unwrap();
+            let read = read_sidecar(&dir, "a.txt");
+            if json.len() <= MAX_SIDECAR_BYTES as usize {
+                assert_eq!(read.as_ref(), Some(&sidecar), "{} bytes", json.len());
+            } else {
+                assert_eq!(read, None, "{} bytes", json.len());
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn request_path_prefers_spin_path_info() {
