@@ -611,11 +611,46 @@ async fn bad_bodies_are_typed_4xx_without_an_upstream_call() {
     post_json(&app, "/api/sessions", r#"{"agent_id":"../admin"}"#).await.assert_error(400, "invalid_agent_id");
     post_json(&app, "/api/sessions/s_1/turns", "{}").await.assert_error(400, "missing_text");
     post_json(&app, "/api/sessions/s_1/turns", r#"{"text":"   "}"#).await.assert_error(400, "invalid_text");
+    // 32,769 two-byte characters are 65,549 bytes: over the body limit first.
     let too_long = format!(r#"{{"text":"{}"}}"#, "é".repeat(32 * 1024 + 1));
-    assert!(too_long.len() < 64 * 1024 + 100);
-    let r = post_json(&app, "/api/sessions/s_1/turns", &too_long).await;
-    assert!(r.status == 400 || r.status == 413, "{}", r.body);
+    assert_eq!(too_long.len(), 65_549);
+    post_json(&app, "/api/sessions/s_1/turns", &too_long).await.assert_error(413, "body_too_large");
+    // The limits, pinned exactly: 64 KiB + 1 byte is 413 on both body routes ...
+    for path in ["/api/sessions", "/api/sessions/s_1/turns"] {
+        post_json(&app, path, &padded(r#"{"agent_id":"sindra","text":"hi"}"#, 64 * 1024 + 1))
+            .await
+            .assert_error(413, "body_too_large");
+    }
+    // ... and 32,769 characters (multi-byte ones count once) in a body under 64 KiB are invalid_text.
+    let over = format!("{}{}", "é".repeat(16 * 1024 + 1), "x".repeat(16 * 1024));
+    let body = format!(r#"{{"text":"{over}"}}"#);
+    assert!(body.len() < 64 * 1024);
+    post_json(&app, "/api/sessions/s_1/turns", &body).await.assert_error(400, "invalid_text");
+    let over_ascii = format!(r#"{{"text":"{}"}}"#, "x".repeat(32 * 1024 + 1));
+    post_json(&app, "/api/sessions/s_1/turns", &over_ascii).await.assert_error(400, "invalid_text");
     assert_eq!(mock.requests().len(), 0);
+
+    // At the limits, the request goes upstream: a body of exactly 64 KiB ...
+    let r = post_json(&app, "/api/sessions", &padded(r#"{"agent_id":"sindra"}"#, 64 * 1024)).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(mock.requests().len(), 1);
+    // ... and a text of exactly 32,768 characters, sent on whole.
+    let at_limit = format!("{}{}", "é".repeat(16 * 1024), "x".repeat(16 * 1024));
+    // (The mock answers 201 JSON, not a 200 stream: the turn cannot start, typed.)
+    post_json(&app, "/api/sessions/s_1/turns", &format!(r#"{{"text":"{at_limit}"}}"#))
+        .await
+        .assert_error(502, "turn_unavailable");
+    let seen = mock.requests();
+    assert_eq!(seen.len(), 2);
+    let sent: Value = serde_json::from_slice(&seen[1].body).unwrap();
+    assert_eq!(sent["text"].as_str().map(|t| t.chars().count()), Some(32 * 1024));
+}
+
+/// `json` followed by spaces up to exactly `len` bytes (still one JSON object).
+fn padded(json: &str, len: usize) -> String {
+    let mut body = json.to_string();
+    body.push_str(&" ".repeat(len - json.len()));
+    body
 }
 
 #[tokio::test(flavor = "multi_thread")]

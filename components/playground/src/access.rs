@@ -22,7 +22,7 @@
 
 use serde_json::{json, Value};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, PlaygroundErrors};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {

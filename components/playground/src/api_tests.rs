@@ -6,11 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{json, Value};
 
-use crate::api::{handle, Body, Config, Ctx, Random, Request, Response};
+use crate::api::handle;
 use crate::auth::{self, SESSION_COOKIE};
+use crate::context::{Body, Config, Ctx, Random, Request, Response};
 use crate::db::testing::MemDb;
 use crate::db::Db;
-use crate::search::{Egress, OutboundRequest, OutboundResponse, TransportFailure};
+use crate::egress::{Egress, OutboundRequest, OutboundResponse, TransportFailure};
 use crate::util::{sha256_hex, BaseUrl};
 use crate::{schema, seed, tokens};
 

@@ -22,9 +22,9 @@ use argon2::Argon2;
 use serde_json::{json, Value};
 
 use crate::access::{Membership, Role, Roles, Scope};
-use crate::api::{json_body, Ctx, Request, Response};
+use crate::context::{is_json_content_type, json_body, Body, Ctx, Request, Response};
 use crate::db::{Db, DbError, Val};
-use crate::error::ApiError;
+use crate::error::{ApiError, PlaygroundErrors};
 use crate::routes;
 use crate::util::{client_ip, iso8601, origin_of, sha256_hex};
 
@@ -118,11 +118,6 @@ pub fn is_session_token(token: &str) -> bool {
     token.len() == SESSION_TOKEN_PREFIX.len() + 64
         && token.starts_with(SESSION_TOKEN_PREFIX)
         && token[SESSION_TOKEN_PREFIX.len()..].bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-pub fn is_json_content_type(value: &str) -> bool {
-    let essence = value.split(';').next().unwrap_or("").trim();
-    essence.eq_ignore_ascii_case("application/json")
 }
 
 /// The CSRF rule for writes (see the module docs).
@@ -278,7 +273,7 @@ fn load_principal(ctx: &Ctx, token: &str, via: Via) -> Result<Principal, ApiErro
         path: String::new(),
         query: String::new(),
         headers: vec![("authorization".into(), format!("Bearer {token}"))],
-        body: crate::api::Body::Bytes(Vec::new()),
+        body: Body::Bytes(Vec::new()),
     };
     let mut principal = authenticate(ctx, &req)?;
     principal.via = via;
@@ -427,7 +422,6 @@ pub fn impersonate(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::Body;
 
     fn req(headers: &[(&str, &str)]) -> Request {
         Request {

@@ -5,10 +5,10 @@
 use serde_json::{json, Value};
 
 use crate::access::Access;
-use crate::api::{Ctx, Response};
 use crate::auth::Principal;
+use crate::context::{Ctx, Response};
 use crate::db::{Db, DbError, Row};
-use crate::error::ApiError;
+use crate::error::{ApiError, PlaygroundErrors};
 
 /// A gateway joined with its tenant. The stored search key is not here: only
 /// the search probe reads it, at the moment it sends it.

@@ -13,7 +13,7 @@
 //! This module is the pure part: the path and slug validation, the upstream
 //! request; the byte pump is in the wasm handler.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, PlaygroundErrors};
 use crate::util::BaseUrl;
 
 /// The path prefix (below `/admin/v1`) of the pass-through.
@@ -83,9 +83,74 @@ pub fn unreachable(timeout: bool) -> ApiError {
     }
 }
 
+/// The upstream body, relayed as text (the kit's pump writes `String`s). A
+/// chunk boundary may split a UTF-8 character: its first bytes wait for the
+/// next chunk. Bytes that are not UTF-8 at all (never in a JSON or SSE body)
+/// become U+FFFD.
+#[derive(Debug, Default)]
+pub struct Utf8Carry {
+    pending: Vec<u8>,
+}
+
+impl Utf8Carry {
+    /// Appends the text `chunk` completes to `out`.
+    pub fn push(&mut self, chunk: &[u8], out: &mut String) {
+        self.pending.extend_from_slice(chunk);
+        let mut rest: &[u8] = &self.pending;
+        while let Err(e) = std::str::from_utf8(rest) {
+            let (valid, after) = rest.split_at(e.valid_up_to());
+            out.push_str(std::str::from_utf8(valid).unwrap_or_default());
+            match e.error_len() {
+                // An incomplete character at the end: keep it for the next chunk.
+                None => {
+                    self.pending = after.to_vec();
+                    return;
+                }
+                Some(n) => {
+                    out.push(char::REPLACEMENT_CHARACTER);
+                    rest = &after[n..];
+                }
+            }
+        }
+        out.push_str(std::str::from_utf8(rest).unwrap_or_default());
+        self.pending.clear();
+    }
+
+    /// What is left when the body ended (a character cut short), as U+FFFD.
+    pub fn finish(self) -> String {
+        String::from_utf8_lossy(&self.pending).into_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_relays_whole_characters_across_chunk_boundaries() {
+        let body = "data: {\"delta\":\"fjord ÆØÅ — 🦀\"}\n\n".as_bytes();
+        for split in 0..=body.len() {
+            let mut carry = Utf8Carry::default();
+            let mut out = String::new();
+            carry.push(&body[..split], &mut out);
+            carry.push(&body[split..], &mut out);
+            assert_eq!(out.as_bytes(), body, "split at {split}");
+            assert_eq!(carry.finish(), "");
+        }
+        // Byte by byte, too.
+        let mut carry = Utf8Carry::default();
+        let mut out = String::new();
+        for b in body {
+            carry.push(std::slice::from_ref(b), &mut out);
+        }
+        assert_eq!(out.as_bytes(), body);
+        // Not UTF-8 at all: replaced, and the rest still flows; a cut-short end is replaced too.
+        let mut carry = Utf8Carry::default();
+        let mut out = String::new();
+        carry.push(b"a\xffb\xf0\x9f", &mut out);
+        assert_eq!(out, "a\u{FFFD}b");
+        assert_eq!(carry.finish(), "\u{FFFD}");
+    }
 
     #[test]
     fn routes_only_its_prefix() {

@@ -5,7 +5,9 @@
 //! - `handler` (wasm32 only): Spin entry point; wasi:http, SQLite, random,
 //!   outbound requests with timeouts. It moves bytes, nothing else.
 //! - [`api`]: the whole API as a pure function over injected storage, clock,
-//!   randomness and egress (tested natively end to end).
+//!   randomness and egress (tested natively end to end); it only dispatches.
+//! - [`context`]: what every route works with (configuration, request, body,
+//!   response, the injected services); [`egress`]: outbound HTTP as a trait.
 //! - [`routes`]: route table and validation; [`error`]: typed envelopes.
 //! - [`auth`]: sign-in, sessions, cookies, CSRF, rate limits, impersonation.
 //! - [`access`]: roles, gateway scopes and the per-route decisions.
@@ -23,7 +25,9 @@
 pub mod access;
 pub mod api;
 pub mod auth;
+pub mod context;
 pub mod db;
+pub mod egress;
 pub mod error;
 pub mod gateways;
 pub mod inference;

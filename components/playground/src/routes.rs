@@ -1,7 +1,7 @@
 //! The route table (below `/admin/v1`) and validation of every caller-supplied
 //! value. Ids never reach SQL unvalidated (and SQL only ever binds them).
 
-use crate::error::ApiError;
+use crate::error::{ApiError, PlaygroundErrors};
 use query::{percent_decode, query_values};
 
 pub const MAX_ID_LEN: usize = 128;

@@ -18,9 +18,10 @@
 use serde_json::{json, Value};
 
 use crate::access::may_use_playground;
-use crate::api::{Ctx, Request, Response};
 use crate::auth::Principal;
+use crate::context::{Config, Ctx, Request, Response};
 use crate::db::Val;
+use crate::egress::{OutboundRequest, TransportFailure};
 use crate::error::ApiError;
 use crate::gateways::{self, Gateway};
 use crate::routes;
@@ -108,41 +109,16 @@ pub fn eu_gate(stored: Option<&str>, gateway_eu: bool, tenant_eu: bool) -> Resul
     }
 }
 
+impl Config {
+    pub fn base_url(&self, provider: Provider) -> &BaseUrl {
+        match provider {
+            Provider::Brave => &self.brave_base_url,
+            Provider::Linkup => &self.linkup_base_url,
+        }
+    }
+}
+
 // ---- outbound HTTP ---------------------------------------------------------------
-
-/// A request to a provider. It carries the key: never log or print it.
-pub struct OutboundRequest {
-    pub method: &'static str,
-    pub https: bool,
-    pub authority: String,
-    pub path_and_query: String,
-    pub headers: Vec<(String, String)>,
-    pub body: Option<String>,
-    pub timeout_ms: u64,
-}
-
-pub struct OutboundResponse {
-    pub status: u16,
-    /// The `Retry-After` header, if any.
-    pub retry_after: Option<String>,
-    pub body: Vec<u8>,
-}
-
-/// Why a provider call failed before a status arrived.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TransportFailure {
-    Timeout,
-    Unreachable,
-    /// The origin is not in `allowed_outbound_hosts` (a base URL moved without its origin variable).
-    NotAllowed,
-    /// The body was larger than [`MAX_PROVIDER_BODY`].
-    TooLarge,
-}
-
-/// Outbound HTTP (wasi:http in the component, a fake in the tests).
-pub trait Egress {
-    fn send(&self, request: &OutboundRequest) -> Result<OutboundResponse, TransportFailure>;
-}
 
 pub fn build_request(provider: Provider, base: &BaseUrl, key: &str, q: &str, timeout_ms: u64) -> OutboundRequest {
     let mut headers = vec![("accept".to_string(), "application/json".to_string())];

@@ -12,10 +12,10 @@
 use serde_json::json;
 
 use crate::access::Scope;
-use crate::api::Ctx;
 use crate::auth::{hash_password, normalize_email};
+use crate::context::Ctx;
 use crate::db::{Db, DbError, Val};
-use crate::error::ApiError;
+use crate::error::{ApiError, PlaygroundErrors};
 use crate::schema::{self, SCHEMA_VERSION};
 
 /// Bumped when the demo world changes.

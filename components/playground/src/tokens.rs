@@ -11,10 +11,10 @@
 use serde_json::{json, Value};
 
 use crate::access::may_use_playground;
-use crate::api::{json_body, Ctx, Request, Response};
 use crate::auth::Principal;
+use crate::context::{json_body, Ctx, Request, Response};
 use crate::db::{Db, DbError, Val};
-use crate::error::ApiError;
+use crate::error::{ApiError, PlaygroundErrors};
 use crate::util::{hex, iso8601, sha256_hex};
 use crate::{gateways, routes};
 

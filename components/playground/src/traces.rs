@@ -10,10 +10,10 @@
 use serde_json::{json, Value};
 
 use crate::access::may_read_traces;
-use crate::api::{Ctx, Request, Response};
 use crate::auth::Principal;
+use crate::context::{Ctx, Request, Response};
 use crate::db::Val;
-use crate::error::ApiError;
+use crate::error::{ApiError, PlaygroundErrors};
 use crate::{gateways, routes};
 
 /// A step's stored `data`, decoded inline; text that is not JSON stays a string.
