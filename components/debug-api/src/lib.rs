@@ -3,13 +3,17 @@
 //! keys server-side (INV-ADMIN-KEY) and filtering the admin firehose before it
 //! reaches a browser (INV-FILTER).
 //!
-//! - `handler` (wasm32 only): Spin entry point and wasi:http plumbing.
+//! - `handler` (wasm32 only): the Spin entry point; it moves bytes with
+//!   `guest-http` and decides nothing.
+//! - [`core`]: every decision: route + body + variables in, a typed answer
+//!   or an upstream call plan out, and what the upstream's answer means.
 //! - [`routes`]: route table and validation of every browser-supplied value.
-//! - [`error`]: typed `{"error_code": ...}` envelopes.
-//! - [`relay`]: the turn-stream relay; the admin stream uses `sse::AdminEventFilter`.
+//! - [`error`]: the API's `{"error_code": ...}` envelopes (the kit's `ApiError`).
+//! - [`relay`]: the turn-stream relay and the admin relay (`sse::AdminEventFilter`).
 //! - [`redact`]: keys in an upstream body never leave the server.
 //! - [`upstream`]: upstream URL handling.
 
+pub mod core;
 pub mod error;
 pub mod redact;
 pub mod relay;

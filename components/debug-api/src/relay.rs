@@ -1,19 +1,81 @@
-//! The turn-stream relay: upstream SSE in, the same events out, re-encoded
-//! (so no upstream framing trick can inject a field) and redacted. If the
-//! upstream ends without a terminal event, the browser is told so with one
-//! typed `error` event instead of a turn that silently never finishes.
+//! The stream relays: upstream SSE bytes in, browser frames out.
+//!
+//! - [`TurnRelay`]: the same events out, re-encoded (so no upstream framing
+//!   trick can inject a field) and redacted. If the upstream ends without a
+//!   terminal event, the browser is told so with one typed `error` event
+//!   instead of a turn that silently never finishes.
+//! - [`AdminRelay`]: the admin firehose through `sse::AdminEventFilter`
+//!   (INV-FILTER), redacted whole frames at a time.
 
-use sse::{encode_event, Item, Parser};
+use sse::{encode_event, AdminEventFilter, Flow, Item, Parser, StreamError};
 
 use crate::redact::Redactor;
 
 const TERMINAL_EVENTS: [&str; 3] = ["done", "error", "cancelled"];
 
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
-pub enum TurnFlow {
+pub enum RelayFlow {
     Continue,
-    /// A terminal event was relayed, or the stream was ended with an error.
+    /// A terminal event (or a `stream_error`) was relayed: nothing follows.
     Ended,
+}
+
+/// One of the two relays, as the handler's pump drives it.
+pub enum Relay {
+    Turn(TurnRelay),
+    Admin(AdminRelay),
+}
+
+impl Relay {
+    /// Appends to `out` every frame the chunk completes.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut String) -> RelayFlow {
+        match self {
+            Relay::Turn(relay) => relay.feed(chunk, out),
+            Relay::Admin(relay) => relay.feed(chunk, out),
+        }
+    }
+
+    /// The upstream body ended or broke.
+    pub fn finish(&mut self, out: &mut String) {
+        match self {
+            Relay::Turn(relay) => relay.finish(out),
+            Relay::Admin(relay) => relay.finish(out),
+        }
+    }
+}
+
+/// The admin firehose, filtered for one session (or none) and redacted.
+pub struct AdminRelay {
+    filter: AdminEventFilter,
+    redactor: Redactor,
+    frames: String,
+}
+
+impl AdminRelay {
+    pub fn new(session_id: Option<String>, redactor: Redactor) -> Self {
+        Self { filter: AdminEventFilter::new(session_id), redactor, frames: String::new() }
+    }
+
+    pub fn feed(&mut self, chunk: &[u8], out: &mut String) -> RelayFlow {
+        self.frames.clear();
+        let flow = self.filter.feed(chunk, &mut self.frames);
+        // Whole frames only, so a key cannot straddle two chunks (INV-ADMIN-KEY).
+        out.push_str(&self.redactor.redact(&self.frames));
+        match flow {
+            Flow::Continue => RelayFlow::Continue,
+            Flow::Stop(_) => RelayFlow::Ended,
+        }
+    }
+
+    /// A healthy firehose never ends: its end is `connection_dropped`.
+    pub fn finish(&mut self, out: &mut String) {
+        let _ = self.filter.finish(out);
+    }
+
+    /// Ends the stream for a reason found before any upstream byte.
+    pub fn fail(&mut self, err: StreamError, out: &mut String) {
+        let _ = self.filter.fail(err, out);
+    }
 }
 
 pub struct TurnRelay {
@@ -34,9 +96,9 @@ impl TurnRelay {
     }
 
     /// Appends to `out` every event the chunk completes.
-    pub fn feed(&mut self, chunk: &[u8], out: &mut String) -> TurnFlow {
+    pub fn feed(&mut self, chunk: &[u8], out: &mut String) -> RelayFlow {
         if self.ended {
-            return TurnFlow::Ended;
+            return RelayFlow::Ended;
         }
         let Self { parser, redactor, ended, turn_id } = self;
         let result = parser.feed_with(chunk, |item| {
@@ -62,9 +124,9 @@ impl TurnRelay {
             return self.fail("upstream_event_too_large", "the turn stream sent an oversized event", out);
         }
         if self.ended {
-            TurnFlow::Ended
+            RelayFlow::Ended
         } else {
-            TurnFlow::Continue
+            RelayFlow::Continue
         }
     }
 
@@ -76,11 +138,11 @@ impl TurnRelay {
         }
     }
 
-    fn fail(&mut self, code: &str, message: &str, out: &mut String) -> TurnFlow {
+    fn fail(&mut self, code: &str, message: &str, out: &mut String) -> RelayFlow {
         self.ended = true;
         let data = serde_json::json!({ "code": code, "message": message }).to_string();
         let _ = encode_event(out, Some("error"), None, &data);
-        TurnFlow::Ended
+        RelayFlow::Ended
     }
 }
 
@@ -108,11 +170,11 @@ mod tests {
         let upstream = "event: turn.started\ndata: {\"turn_id\":\"t_1\"}\n\n: ping\n\nevent: thinking\ndata: {\"delta\":\"hm\"}\n\nevent: text\ndata: {\"delta\":\"hi\"}\n\nevent: done\ndata: {\"turn_id\":\"t_1\"}\n\nevent: text\ndata: {\"delta\":\"after\"}\n\n";
         let mut out = String::new();
         // Byte by byte: chunk boundaries never matter.
-        let mut flow = TurnFlow::Continue;
+        let mut flow = RelayFlow::Continue;
         for b in upstream.as_bytes() {
             flow = relay.feed(std::slice::from_ref(b), &mut out);
         }
-        assert_eq!(flow, TurnFlow::Ended);
+        assert_eq!(flow, RelayFlow::Ended);
         let names: Vec<_> = events(&out).into_iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["turn.started", "thinking", "text", "done"]);
         assert_eq!(relay.turn_id(), Some("t_1"));

@@ -1,7 +1,9 @@
 //! The console's API routes, and validation of everything taken from the
 //! browser before it can reach an upstream URL.
 
-use crate::error::ApiError;
+use guest_http::ApiError;
+
+use crate::error;
 
 /// Session and turn ids: the upstream's `s_…` / `t_…` shape, generously.
 /// Anything else never gets near an upstream path (no `/`, `?`, `%`, `..`).
@@ -49,7 +51,7 @@ pub fn route(method: &str, path: &str, query: &str) -> Result<Route, ApiError> {
                 Some(raw) => agent_id(&raw).map(|agent_id| Route::Affect { agent_id }),
             },
         ),
-        _ => return Err(ApiError::not_found()),
+        _ => return Err(error::not_found()),
     };
     // HEAD is not offered: these are API calls, not documents.
     if method != allow {
@@ -139,6 +141,7 @@ mod tests {
         let e = route("POST", "/config", "").unwrap_err();
         assert_eq!((e.status, e.code), (405, "method_not_allowed"));
         assert_eq!(e.fields["allow"], "GET");
+        assert_eq!(e.headers, [("allow".to_string(), "GET".to_string())]);
         assert_eq!(route("GET", "/sessions", "").unwrap_err().status, 405);
         assert_eq!(route("DELETE", "/sessions/s_1/tools", "").unwrap_err().status, 405);
         for path in ["/", "/nope", "/sessions/s_1", "/sessions/s_1/tools/extra", "/admin", "/config/"] {

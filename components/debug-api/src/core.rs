@@ -1,0 +1,758 @@
+//! Every decision of the console API, as plain Rust: a request's head, its
+//! body (read on demand, bounded) and the Spin variables in; a typed answer
+//! or the plan of one upstream call out, and after the call, what its answer
+//! means. The wasm handler only moves bytes; the tests below drive this
+//! natively.
+
+use std::time::Duration;
+
+use guest_http::{ApiError, TransportFailure};
+use serde_json::{json, Map, Value};
+use sse::StreamError;
+
+use crate::error;
+use crate::redact::Redactor;
+use crate::relay::{AdminRelay, Relay, TurnRelay};
+use crate::routes::{self, Route};
+use crate::upstream::UpstreamUrl;
+
+/// Browser request bodies (a session or a turn) are small.
+pub const MAX_REQUEST_BODY: usize = 64 * 1024;
+/// Longest turn text accepted, in characters.
+pub const MAX_TURN_TEXT: usize = 32 * 1024;
+/// Upstream JSON answers larger than this are refused, not buffered.
+pub const MAX_UPSTREAM_JSON: usize = 1 << 20;
+
+/// What the handler takes from the request before any decision.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Head<'a> {
+    pub method: &'a str,
+    /// Below `/api` (Spin's `spin-path-info`).
+    pub path: &'a str,
+    /// The raw query, without `?`.
+    pub query: &'a str,
+    pub content_type: Option<&'a str>,
+    pub last_event_id: Option<&'a str>,
+}
+
+/// Configuration, from the component's Spin variables (read per request).
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub upstream: UpstreamUrl,
+    pub consumer_key: String,
+    pub admin_key: String,
+    pub end_user_id: String,
+    pub bifrost_visible_host: String,
+    pub affect_read_url: String,
+    pub timeout: Duration,
+    pub keepalive: Duration,
+    /// Both keys: whatever leaves the server goes through it (INV-ADMIN-KEY).
+    pub redactor: Redactor,
+}
+
+impl Config {
+    /// Builds the configuration from a variable lookup (`None` = unset).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Config, ApiError> {
+        let get = |name: &str| var(name).ok_or_else(|| error::misconfigured("a server variable is missing"));
+        let ms = |name: &str, default: u64| var(name).and_then(|v| v.parse().ok()).unwrap_or(default);
+        let upstream = UpstreamUrl::parse(&get("upstream_url")?)
+            .ok_or_else(|| error::misconfigured("upstream_url is not an http(s) URL"))?;
+        let consumer_key = get("consumer_key")?;
+        let admin_key = get("admin_key")?;
+        let redactor = Redactor::new([consumer_key.as_str(), admin_key.as_str()]);
+        Ok(Config {
+            upstream,
+            consumer_key,
+            admin_key,
+            end_user_id: get("end_user_id")?,
+            bifrost_visible_host: get("bifrost_visible_host")?,
+            affect_read_url: get("affect_read_url")?,
+            timeout: Duration::from_millis(ms("upstream_timeout_ms", 10_000)),
+            keepalive: Duration::from_millis(ms("sse_keepalive_ms", 15_000)),
+            redactor,
+        })
+    }
+
+    /// INV-FAIL-VISIBLE: no key, no upstream call.
+    fn admin_key(&self) -> Result<&str, ApiError> {
+        if self.admin_key.is_empty() {
+            return Err(error::admin_key_not_configured());
+        }
+        Ok(&self.admin_key)
+    }
+
+    fn call(&self, method: Method, path: String, bearer: Option<&str>) -> Call {
+        let mut headers = vec![("accept".to_string(), b"application/json".to_vec())];
+        if let Some(key) = bearer {
+            headers.push(("authorization".to_string(), format!("Bearer {key}").into_bytes()));
+        }
+        Call {
+            method,
+            https: self.upstream.https,
+            authority: self.upstream.authority.clone(),
+            path_and_query: path,
+            headers,
+            body: None,
+            timeout: self.timeout,
+            streaming: false,
+        }
+    }
+
+    fn get(&self, path: String, bearer: Option<&str>) -> Call {
+        self.call(Method::Get, path, bearer)
+    }
+
+    fn post(&self, path: String, payload: &Value) -> Call {
+        let mut call = self.call(Method::Post, path, Some(&self.consumer_key));
+        call.headers.push(("content-type".to_string(), b"application/json".to_vec()));
+        call.body = Some(payload.to_string().into_bytes());
+        call
+    }
+
+    fn fetch(&self, call: Call, expect: Expect) -> Plan {
+        Plan::Fetch(Fetch { call, expect, redactor: self.redactor.clone() })
+    }
+
+    fn stream(&self, mut call: Call, relay: Relay) -> Plan {
+        call.headers[0].1 = b"text/event-stream".to_vec();
+        // Streams have no between-bytes timeout: they may be quiet for long.
+        call.streaming = true;
+        Plan::Stream(Box::new(Stream { call, keepalive: self.keepalive, relay }))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+}
+
+/// One upstream request to make.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub method: Method,
+    pub https: bool,
+    pub authority: String,
+    pub path_and_query: String,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Option<Vec<u8>>,
+    /// Connect and first-byte limit; for a JSON answer also the limit on a
+    /// quiet body.
+    pub timeout: Duration,
+    /// An event stream: no between-bytes limit.
+    pub streaming: bool,
+}
+
+/// A successful JSON answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub status: u16,
+    pub body: String,
+}
+
+/// What to do for a request.
+pub enum Plan {
+    /// One upstream exchange; [`Fetch::finish`] turns its answer into ours.
+    Fetch(Fetch),
+    /// An event stream relayed from the upstream ([`Stream::open`]); its
+    /// relay holds a parser's buffers, so it is boxed.
+    Stream(Box<Stream>),
+}
+
+/// The route, its variables and its body in; a plan or a typed answer out.
+/// `read_body` is called (with the limit) only for routes that take a body,
+/// after the content type passed.
+pub fn plan(
+    head: &Head<'_>,
+    var: impl Fn(&str) -> Option<String>,
+    read_body: impl FnOnce(usize) -> Result<Vec<u8>, TransportFailure>,
+) -> Result<Plan, ApiError> {
+    let route = routes::route(head.method, head.path, head.query)?;
+    let config = Config::from_vars(var)?;
+    let consumer = Some(config.consumer_key.as_str());
+    let session_path = |id: &str, rest: &str| config.upstream.path(&format!("/v1/sessions/{id}{rest}"));
+    Ok(match route {
+        Route::Config => {
+            let base = json!({
+                "bifrost_visible_host": config.bifrost_visible_host,
+                "end_user_id": config.end_user_id,
+                "admin_configured": !config.admin_key.is_empty(),
+                "agents": [],
+            });
+            config.fetch(config.get(config.upstream.path("/v1/agents"), consumer), Expect::Config(base))
+        }
+        Route::CreateSession => {
+            let body = json_body(head.content_type, read_body)?;
+            let agent_id = body
+                .get("agent_id")
+                .and_then(Value::as_str)
+                .ok_or_else(|| ApiError::new(400, "missing_agent_id", "agent_id (a string) is required"))?;
+            let agent_id = routes::agent_id(agent_id)?;
+            let payload = json!({ "agent_id": agent_id, "end_user_id": config.end_user_id });
+            config.fetch(
+                config.post(config.upstream.path("/v1/sessions"), &payload),
+                Expect::Json("session_create_failed"),
+            )
+        }
+        Route::Turn { session_id } => {
+            let body = json_body(head.content_type, read_body)?;
+            let text = turn_text(&body)?;
+            let call = config.post(session_path(&session_id, "/turns"), &json!({ "text": text }));
+            config.stream(call, Relay::Turn(TurnRelay::new(config.redactor.clone())))
+        }
+        Route::Cancel { session_id, turn_id } => {
+            let call = config.post(session_path(&session_id, &format!("/turns/{turn_id}/cancel")), &json!({}));
+            config.fetch(call, Expect::Accepted("cancel_unavailable"))
+        }
+        Route::Tools { session_id } => {
+            let call = config.get(session_path(&session_id, "/tools"), consumer);
+            config.fetch(call, Expect::Json("session_tools_unavailable"))
+        }
+        Route::Bifrost { session_id } => {
+            let call = config.get(session_path(&session_id, "/bifrost"), Some(config.admin_key()?));
+            config.fetch(call, Expect::Json("bifrost_state_unavailable"))
+        }
+        Route::AdminEvents { session_id } => {
+            let mut call = config.get(config.upstream.path("/v1/admin/events"), Some(config.admin_key()?));
+            if let Some(raw) = head.last_event_id {
+                call.headers.push(("last-event-id".to_string(), routes::last_event_id(raw)?.into_bytes()));
+            }
+            config.stream(call, Relay::Admin(AdminRelay::new(session_id, config.redactor.clone())))
+        }
+        Route::Affect { agent_id } => {
+            let affect = UpstreamUrl::parse(&config.affect_read_url)
+                .ok_or_else(|| error::misconfigured("affect_read_url is not an http(s) URL"))?;
+            // No key goes to Worldtree.
+            let mut call = config.get(affect.with_query("agent_id", &routes::encode_query_value(&agent_id)), None);
+            (call.https, call.authority) = (affect.https, affect.authority);
+            config.fetch(call, Expect::Affect)
+        }
+    })
+}
+
+/// A browser's JSON body: the JSON content type only (a cross-site form
+/// cannot send one without a preflight), at most [`MAX_REQUEST_BODY`] bytes,
+/// one JSON object.
+pub fn json_body(
+    content_type: Option<&str>,
+    read: impl FnOnce(usize) -> Result<Vec<u8>, TransportFailure>,
+) -> Result<Map<String, Value>, ApiError> {
+    if !content_type.unwrap_or_default().to_ascii_lowercase().starts_with("application/json") {
+        return Err(ApiError::unsupported_media_type());
+    }
+    let too_large = || ApiError::new(413, "body_too_large", "the request body is larger than 64 KiB");
+    let bytes = match read(MAX_REQUEST_BODY) {
+        Ok(bytes) if bytes.len() > MAX_REQUEST_BODY => return Err(too_large()),
+        Ok(bytes) => bytes,
+        Err(TransportFailure::TooLarge) => return Err(too_large()),
+        Err(_) => return Err(ApiError::new(400, "invalid_json", "the request body was not readable")),
+    };
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(ApiError::new(400, "invalid_json", "the body must be a JSON object")),
+    }
+}
+
+/// A turn's text: a string, not blank, at most [`MAX_TURN_TEXT`] characters.
+pub fn turn_text(body: &Map<String, Value>) -> Result<&str, ApiError> {
+    let text = body
+        .get("text")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::new(400, "missing_text", "text (a string) is required"))?;
+    if text.trim().is_empty() || text.chars().count() > MAX_TURN_TEXT {
+        return Err(ApiError::new(400, "invalid_text", "text must be 1-32768 characters"));
+    }
+    Ok(text)
+}
+
+/// How an upstream answer becomes ours.
+#[derive(Debug, Clone, PartialEq)]
+enum Expect {
+    /// The JSON body verbatim (redacted) at the upstream's 2xx; else the
+    /// status-preserving envelope with this code.
+    Json(&'static str),
+    /// Any 2xx is `202 {}`; else the envelope with this code.
+    Accepted(&'static str),
+    /// As `Json("affect_unavailable")`, but a 404 is `affect_not_found`.
+    Affect,
+    /// `/api/config`: this base plus the agent list, or why there is none.
+    Config(Value),
+}
+
+/// A planned upstream exchange.
+pub struct Fetch {
+    pub call: Call,
+    expect: Expect,
+    redactor: Redactor,
+}
+
+impl Fetch {
+    /// Our answer, from the upstream's status (or why there was none) and
+    /// its body, which is read (bounded) only if it is needed.
+    pub fn finish(
+        self,
+        answer: Result<u16, TransportFailure>,
+        read: impl FnOnce(usize) -> Result<Vec<u8>, TransportFailure>,
+    ) -> Result<Reply, ApiError> {
+        let json = |code| json_answer(answer, read, code, &self.redactor).map(|(status, body)| Reply { status, body });
+        match self.expect {
+            Expect::Json(code) => json(code),
+            Expect::Accepted(code) => match answer.map_err(error::transport)? {
+                200..=299 => Ok(Reply { status: 202, body: "{}".to_string() }),
+                status => Err(error::upstream_status(code, status)),
+            },
+            Expect::Affect if answer == Ok(404) => {
+                Err(ApiError::new(404, "affect_not_found", "no affect snapshot for this agent yet").with("status", 404))
+            }
+            Expect::Affect => json("affect_unavailable"),
+            Expect::Config(mut body) => {
+                // Nothing lost: if the agent list fails, the console says why.
+                match json("agents_unavailable") {
+                    Ok(Reply { status: 200, body: text }) => {
+                        match serde_json::from_str::<Value>(&text).ok().and_then(|v| v.get("agents").cloned()) {
+                            Some(Value::Array(list)) => body["agents"] = Value::Array(list),
+                            _ => body["agents_error"] = json!({ "error_code": "upstream_malformed" }),
+                        }
+                    }
+                    Ok(Reply { status, .. }) => {
+                        body["agents_error"] = json!({ "error_code": "agents_unavailable", "status": status })
+                    }
+                    Err(e) => body["agents_error"] = json!({ "error_code": e.code, "status": e.fields.get("status") }),
+                }
+                Ok(Reply { status: 200, body: body.to_string() })
+            }
+        }
+    }
+}
+
+/// A JSON answer: non-2xx is the route's status-preserving envelope (the
+/// body is not read); a 2xx body must be UTF-8 JSON within
+/// [`MAX_UPSTREAM_JSON`], and is passed on verbatim but redacted.
+fn json_answer(
+    answer: Result<u16, TransportFailure>,
+    read: impl FnOnce(usize) -> Result<Vec<u8>, TransportFailure>,
+    code: &'static str,
+    redactor: &Redactor,
+) -> Result<(u16, String), ApiError> {
+    let status = answer.map_err(error::transport)?;
+    if !(200..300).contains(&status) {
+        return Err(error::upstream_status(code, status));
+    }
+    let bytes = match read(MAX_UPSTREAM_JSON) {
+        Ok(bytes) if bytes.len() > MAX_UPSTREAM_JSON => return Err(error::transport(TransportFailure::TooLarge)),
+        Ok(bytes) => bytes,
+        Err(failure) => return Err(error::transport(failure)),
+    };
+    let text = String::from_utf8(bytes).map_err(|_| error::upstream_malformed())?;
+    if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err() {
+        return Err(error::upstream_malformed());
+    }
+    Ok((status, redactor.redact(&text).into_owned()))
+}
+
+/// A planned event stream.
+pub struct Stream {
+    pub call: Call,
+    /// A `: keepalive` comment after this long with nothing sent.
+    pub keepalive: Duration,
+    relay: Relay,
+}
+
+/// An event stream to start: `first` goes out at once; then, with a relay,
+/// the upstream body is pumped through it.
+pub struct Opened {
+    pub first: String,
+    pub relay: Option<Relay>,
+}
+
+impl Stream {
+    /// From the upstream's status (or why there was none): a turn that
+    /// cannot start is an envelope; the admin stream always starts, and its
+    /// failures are one `stream_error` frame inside it.
+    pub fn open(self, answer: Result<u16, TransportFailure>) -> Result<Opened, ApiError> {
+        let mut first = String::new();
+        match (self.relay, answer) {
+            (relay, Ok(200)) => return Ok(Opened { first, relay: Some(relay) }),
+            (Relay::Turn(_), Ok(status)) => return Err(error::upstream_status("turn_unavailable", status)),
+            (Relay::Turn(_), Err(failure)) => return Err(error::transport(failure)),
+            (Relay::Admin(mut relay), Ok(status)) => relay.fail(StreamError::UpstreamStatus { status }, &mut first),
+            (Relay::Admin(mut relay), Err(_)) => relay.fail(StreamError::ConnectFailed, &mut first),
+        }
+        Ok(Opened { first, relay: None })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    const CONSUMER: &str = "csm_0123456789";
+    const ADMIN: &str = "adm_0123456789";
+
+    fn vars(admin: &str) -> HashMap<&'static str, String> {
+        HashMap::from([
+            ("upstream_url", "http://upstream.test/base".to_string()),
+            ("affect_read_url", "https://affect.test:8443/worldtree/affect".to_string()),
+            ("consumer_key", CONSUMER.to_string()),
+            ("admin_key", admin.to_string()),
+            ("end_user_id", "operator".to_string()),
+            ("bifrost_visible_host", "bifrost.local".to_string()),
+            ("upstream_timeout_ms", "300".to_string()),
+            ("sse_keepalive_ms", "200".to_string()),
+        ])
+    }
+
+    fn head<'a>(method: &'a str, path: &'a str, query: &'a str) -> Head<'a> {
+        Head { method, path, query, content_type: Some("application/json"), last_event_id: None }
+    }
+
+    fn plan_with(head: &Head<'_>, vars: &HashMap<&'static str, String>, body: &[u8]) -> Result<Plan, ApiError> {
+        plan(head, |name| vars.get(name).cloned(), |_limit| Ok(body.to_vec()))
+    }
+
+    fn run(head: &Head<'_>, body: &[u8]) -> Result<Plan, ApiError> {
+        plan_with(head, &vars(ADMIN), body)
+    }
+
+    fn code(result: Result<Plan, ApiError>) -> (u16, &'static str) {
+        match result {
+            Err(e) => (e.status, e.code),
+            Ok(_) => (0, "planned"),
+        }
+    }
+
+    fn fetch(result: Result<Plan, ApiError>) -> Fetch {
+        match result {
+            Ok(Plan::Fetch(fetch)) => fetch,
+            _ => panic!("expected a fetch plan"),
+        }
+    }
+
+    fn stream(result: Result<Plan, ApiError>) -> Stream {
+        match result {
+            Ok(Plan::Stream(stream)) => *stream,
+            _ => panic!("expected a stream plan"),
+        }
+    }
+
+    fn header<'c>(call: &'c Call, name: &str) -> Vec<&'c str> {
+        call.headers.iter().filter(|(n, _)| n == name).map(|(_, v)| std::str::from_utf8(v).unwrap()).collect()
+    }
+
+    fn turn(body: &str) -> (u16, &'static str) {
+        code(run(&head("POST", "/sessions/s_1/turns", ""), body.as_bytes()))
+    }
+
+    fn text_body(text: &str) -> String {
+        json!({ "text": text }).to_string()
+    }
+
+    #[test]
+    fn turn_text_limit_is_32768_characters_exactly() {
+        for unit in ["x", "é", "€", "🦀"] {
+            let at_limit = Map::from_iter([("text".to_string(), Value::from(unit.repeat(MAX_TURN_TEXT)))]);
+            let over = Map::from_iter([("text".to_string(), Value::from(unit.repeat(MAX_TURN_TEXT + 1)))]);
+            assert_eq!(turn_text(&at_limit).map(|t| t.chars().count()), Ok(MAX_TURN_TEXT), "{unit}");
+            assert_eq!(turn_text(&over).unwrap_err().code, "invalid_text", "{unit}");
+        }
+        assert_eq!(turn(&text_body(&"x".repeat(MAX_TURN_TEXT))), (0, "planned"));
+        assert_eq!(turn(&text_body(&"x".repeat(MAX_TURN_TEXT + 1))), (400, "invalid_text"));
+        // Multi-byte characters count once each: 16,385 two-byte plus 16,384 one-byte is 32,769.
+        let mixed = format!("{}{}", "é".repeat(16_385), "x".repeat(16_384));
+        assert_eq!(mixed.chars().count(), MAX_TURN_TEXT + 1);
+        assert!(text_body(&mixed).len() < MAX_REQUEST_BODY);
+        assert_eq!(turn(&text_body(&mixed)), (400, "invalid_text"));
+        let mixed_ok = format!("{}{}", "é".repeat(16_384), "x".repeat(16_384));
+        assert_eq!(turn(&text_body(&mixed_ok)), (0, "planned"));
+        for blank in ["", " ", "\n\t ", "\u{3000}"] {
+            assert_eq!(turn(&text_body(blank)), (400, "invalid_text"), "{blank:?}");
+        }
+        assert_eq!(turn("{}"), (400, "missing_text"));
+        assert_eq!(turn(r#"{"text":7}"#), (400, "missing_text"));
+        assert_eq!(turn(r#"{"text":null}"#), (400, "missing_text"));
+    }
+
+    /// A body of exactly `len` bytes that is a valid session body.
+    fn padded_session_body(len: usize) -> Vec<u8> {
+        let mut body = br#"{"agent_id":"sindra"}"#.to_vec();
+        body.resize(len, b' ');
+        body
+    }
+
+    #[test]
+    fn request_body_limit_is_64_kib_exactly() {
+        let sessions = head("POST", "/sessions", "");
+        assert_eq!(code(run(&sessions, &padded_session_body(MAX_REQUEST_BODY))), (0, "planned"));
+        assert_eq!(code(run(&sessions, &padded_session_body(MAX_REQUEST_BODY + 1))), (413, "body_too_large"));
+        // The bounded reader's own verdict is the same answer.
+        let too_large = plan(&sessions, |n| vars(ADMIN).get(n).cloned(), |_| Err(TransportFailure::TooLarge));
+        assert_eq!(code(too_large), (413, "body_too_large"));
+        let broken = plan(&sessions, |n| vars(ADMIN).get(n).cloned(), |_| Err(TransportFailure::Unreachable));
+        assert_eq!(code(broken), (400, "invalid_json"));
+        // The reader is asked for exactly the limit.
+        let mut asked = 0;
+        let _ = json_body(Some("application/json"), |limit| {
+            asked = limit;
+            Ok(b"{}".to_vec())
+        });
+        assert_eq!(asked, 64 * 1024);
+    }
+
+    #[test]
+    fn bodies_must_be_json_objects_sent_as_json() {
+        for path in ["/sessions", "/sessions/s_1/turns"] {
+            let mut h = head("POST", path, "");
+            for content_type in [None, Some("text/plain"), Some("application/x-www-form-urlencoded"), Some("")] {
+                h.content_type = content_type;
+                // The body is never read for a wrong type.
+                let read = |_: usize| -> Result<Vec<u8>, TransportFailure> { panic!("read") };
+                let result = plan(&h, |n| vars(ADMIN).get(n).cloned(), read);
+                assert_eq!(code(result), (415, "unsupported_media_type"), "{content_type:?}");
+            }
+            h.content_type = Some("Application/JSON; charset=utf-8");
+            for bad in ["", "{not json", "[1]", "\"x\"", "null", "{} {}"] {
+                assert_eq!(code(run(&h, bad.as_bytes())), (400, "invalid_json"), "{bad:?}");
+            }
+            assert!(matches!(code(run(&h, b"\xff")), (400, "invalid_json")));
+        }
+    }
+
+    #[test]
+    fn create_session_needs_a_valid_agent_id_and_adds_the_end_user() {
+        let h = head("POST", "/sessions", "");
+        assert_eq!(code(run(&h, b"{}")), (400, "missing_agent_id"));
+        assert_eq!(code(run(&h, br#"{"agent_id":7}"#)), (400, "missing_agent_id"));
+        for bad in ["", "../admin", "a b", &"a".repeat(65)] {
+            let body = json!({ "agent_id": bad }).to_string();
+            assert_eq!(code(run(&h, body.as_bytes())), (400, "invalid_agent_id"), "{bad:?}");
+        }
+        let plan = fetch(run(&h, br#"{"agent_id":"sindra","end_user_id":"mallory"}"#));
+        let call = &plan.call;
+        assert_eq!((call.method, call.https, call.authority.as_str()), (Method::Post, false, "upstream.test"));
+        assert_eq!(call.path_and_query, "/base/v1/sessions");
+        let sent: Value = serde_json::from_slice(call.body.as_deref().unwrap()).unwrap();
+        assert_eq!(sent, json!({ "agent_id": "sindra", "end_user_id": "operator" }));
+        assert_eq!(header(call, "authorization"), [format!("Bearer {CONSUMER}")]);
+        assert_eq!(header(call, "content-type"), ["application/json"]);
+        assert_eq!((call.timeout, call.streaming), (Duration::from_millis(300), false));
+        // The upstream's status passes through; a refusal keeps its status.
+        let ok = plan.finish(Ok(201), |_| Ok(br#"{"session_id":"s_1"}"#.to_vec())).unwrap();
+        assert_eq!(ok, Reply { status: 201, body: r#"{"session_id":"s_1"}"#.into() });
+        let refused = fetch(run(&h, br#"{"agent_id":"sindra"}"#)).finish(Ok(409), |_| panic!("not read"));
+        let e = refused.unwrap_err();
+        assert_eq!((e.status, e.code, &e.fields["status"]), (409, "session_create_failed", &json!(409)));
+    }
+
+    #[test]
+    fn every_route_plans_its_upstream_call() {
+        let t = stream(run(&head("POST", "/sessions/s_1/turns", ""), br#"{"text":"hi"}"#));
+        assert_eq!(t.call.path_and_query, "/base/v1/sessions/s_1/turns");
+        assert_eq!(header(&t.call, "accept"), ["text/event-stream"]);
+        assert_eq!(serde_json::from_slice::<Value>(t.call.body.as_deref().unwrap()).unwrap(), json!({"text": "hi"}));
+        assert!(t.call.streaming);
+        assert_eq!(t.keepalive, Duration::from_millis(200));
+
+        let c = fetch(run(&head("POST", "/sessions/s_1/turns/t_2/cancel", ""), b"ignored"));
+        assert_eq!(c.call.path_and_query, "/base/v1/sessions/s_1/turns/t_2/cancel");
+        assert_eq!(c.call.body.as_deref(), Some(&b"{}"[..]));
+        assert_eq!(header(&c.call, "authorization"), [format!("Bearer {CONSUMER}")]);
+
+        let tools = fetch(run(&head("GET", "/sessions/s_1/tools", ""), b""));
+        assert_eq!(
+            (tools.call.method, tools.call.path_and_query.as_str()),
+            (Method::Get, "/base/v1/sessions/s_1/tools")
+        );
+        assert_eq!(header(&tools.call, "authorization"), [format!("Bearer {CONSUMER}")]);
+        assert_eq!(tools.call.body, None);
+
+        // Admin routes: the admin bearer replaces the consumer one.
+        let b = fetch(run(&head("GET", "/sessions/s_1/bifrost", ""), b""));
+        assert_eq!(b.call.path_and_query, "/base/v1/sessions/s_1/bifrost");
+        assert_eq!(header(&b.call, "authorization"), [format!("Bearer {ADMIN}")]);
+        let mut h = head("GET", "/admin/events", "session_id=s_1");
+        h.last_event_id = Some("1042");
+        let a = stream(run(&h, b""));
+        assert_eq!(a.call.path_and_query, "/base/v1/admin/events", "the upstream gets the whole firehose");
+        assert_eq!(header(&a.call, "authorization"), [format!("Bearer {ADMIN}")]);
+        assert_eq!(header(&a.call, "accept"), ["text/event-stream"]);
+        assert_eq!(header(&a.call, "last-event-id"), ["1042"]);
+
+        // Affect: its own origin, the agent in the query, no key at all.
+        let f = fetch(run(&head("GET", "/affect", "agent_id=sindra"), b""));
+        assert_eq!((f.call.https, f.call.authority.as_str()), (true, "affect.test:8443"));
+        assert_eq!(f.call.path_and_query, "/worldtree/affect?agent_id=sindra");
+        assert!(header(&f.call, "authorization").is_empty());
+
+        let cfg = fetch(run(&head("GET", "/config", ""), b""));
+        assert_eq!(cfg.call.path_and_query, "/base/v1/agents");
+        assert_eq!(header(&cfg.call, "authorization"), [format!("Bearer {CONSUMER}")]);
+    }
+
+    #[test]
+    fn admin_routes_without_an_admin_key_fail_visibly_and_bad_last_event_ids_are_refused() {
+        let no_admin = vars("");
+        for (method, path) in [("GET", "/sessions/s_1/bifrost"), ("GET", "/admin/events")] {
+            let result = plan_with(&head(method, path, ""), &no_admin, b"");
+            assert_eq!(code(result), (400, "admin_key_not_configured"), "{path}");
+        }
+        let mut h = head("GET", "/admin/events", "");
+        h.last_event_id = Some("1e3");
+        assert_eq!(code(run(&h, b"")), (400, "invalid_last_event_id"));
+    }
+
+    #[test]
+    fn route_errors_come_first_then_missing_variables() {
+        assert_eq!(code(run(&head("GET", "/nope", ""), b"")), (404, "not_found"));
+        let e = run(&head("GET", "/sessions", ""), b"").err().unwrap();
+        assert_eq!((e.status, e.headers.clone()), (405, vec![("allow".to_string(), "POST".to_string())]));
+        let mut missing = vars(ADMIN);
+        missing.remove("end_user_id");
+        assert_eq!(code(plan_with(&head("GET", "/config", ""), &missing, b"")), (500, "server_misconfigured"));
+        let mut bad = vars(ADMIN);
+        bad.insert("upstream_url", "ftp://x".into());
+        assert_eq!(code(plan_with(&head("GET", "/config", ""), &bad, b"")), (500, "server_misconfigured"));
+        let mut bad = vars(ADMIN);
+        bad.insert("affect_read_url", "nope".into());
+        assert_eq!(code(plan_with(&head("GET", "/affect", "agent_id=a"), &bad, b"")), (500, "server_misconfigured"));
+        // Tools still work with a bad affect URL.
+        assert_eq!(code(plan_with(&head("GET", "/sessions/s_1/tools", ""), &bad, b"")), (0, "planned"));
+        // Timeouts default when unset or unparsable.
+        let mut defaults = vars(ADMIN);
+        defaults.remove("upstream_timeout_ms");
+        defaults.insert("sse_keepalive_ms", "soon".into());
+        let config = Config::from_vars(|n| defaults.get(n).cloned()).unwrap();
+        assert_eq!((config.timeout, config.keepalive), (Duration::from_secs(10), Duration::from_secs(15)));
+    }
+
+    fn tools() -> Fetch {
+        fetch(run(&head("GET", "/sessions/s_1/tools", ""), b""))
+    }
+
+    #[test]
+    fn json_answers_are_verbatim_redacted_and_status_preserving() {
+        let body = format!(r#"{{"tools":[], "echo":"Bearer {ADMIN} {CONSUMER}"}}"#);
+        let reply = tools().finish(Ok(200), |_| Ok(body.clone().into_bytes())).unwrap();
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.body, r#"{"tools":[], "echo":"Bearer [redacted] [redacted]"}"#);
+        for status in [400, 401, 403, 404, 409, 500, 503] {
+            let e = tools().finish(Ok(status), |_| panic!("not read")).unwrap_err();
+            assert_eq!((e.status, e.code, &e.fields["status"]), (status, "session_tools_unavailable", &json!(status)));
+        }
+        for status in [100, 301, 304] {
+            assert_eq!(tools().finish(Ok(status), |_| panic!("not read")).unwrap_err().status, 502);
+        }
+        let failures = [
+            (TransportFailure::Unreachable, 502, "upstream_unreachable"),
+            (TransportFailure::Timeout, 504, "upstream_timeout"),
+            (TransportFailure::NotAllowed, 502, "upstream_not_allowed"),
+            (TransportFailure::TooLarge, 502, "upstream_body_too_large"),
+        ];
+        for (failure, status, code) in failures {
+            let e = tools().finish(Err(failure), |_| panic!("not read")).unwrap_err();
+            assert_eq!((e.status, e.code), (status, code));
+            let e = tools().finish(Ok(200), |_| Err(failure)).unwrap_err();
+            assert_eq!((e.status, e.code), (status, code), "while reading");
+        }
+        for malformed in [&b"{\"a\":"[..], b"not json", b"\xff\xfe", b""] {
+            let e = tools().finish(Ok(200), |_| Ok(malformed.to_vec())).unwrap_err();
+            assert_eq!((e.status, e.code), (502, "upstream_malformed"));
+        }
+        let mut asked = 0;
+        let _ = tools().finish(Ok(200), |limit| {
+            asked = limit;
+            Ok(b"{}".to_vec())
+        });
+        assert_eq!(asked, MAX_UPSTREAM_JSON);
+        let e = tools().finish(Ok(200), |_| Ok(vec![b' '; MAX_UPSTREAM_JSON + 1])).unwrap_err();
+        assert_eq!(e.code, "upstream_body_too_large");
+    }
+
+    #[test]
+    fn cancel_is_202_on_any_2xx_and_status_preserving_otherwise() {
+        let cancel = || fetch(run(&head("POST", "/sessions/s_1/turns/t_1/cancel", ""), b""));
+        for status in [200, 202, 204] {
+            let reply = cancel().finish(Ok(status), |_| panic!("the body is not read")).unwrap();
+            assert_eq!(reply, Reply { status: 202, body: "{}".into() });
+        }
+        let e = cancel().finish(Ok(404), |_| panic!()).unwrap_err();
+        assert_eq!((e.status, e.code), (404, "cancel_unavailable"));
+        let e = cancel().finish(Err(TransportFailure::Timeout), |_| panic!()).unwrap_err();
+        assert_eq!(e.code, "upstream_timeout");
+    }
+
+    #[test]
+    fn affect_404_is_affect_not_found_and_other_answers_map_as_json() {
+        let affect = || fetch(run(&head("GET", "/affect", "agent_id=sindra"), b""));
+        let e = affect().finish(Ok(404), |_| panic!("not read")).unwrap_err();
+        assert_eq!((e.status, e.code, &e.fields["status"]), (404, "affect_not_found", &json!(404)));
+        let e = affect().finish(Ok(500), |_| panic!()).unwrap_err();
+        assert_eq!((e.status, e.code), (500, "affect_unavailable"));
+        let snapshot = r#"{"agent_id":"sindra","emitted_at":"2025-01-01T00:00:05Z"}"#;
+        let reply = affect().finish(Ok(200), |_| Ok(snapshot.as_bytes().to_vec())).unwrap();
+        assert_eq!(reply, Reply { status: 200, body: snapshot.into() });
+        assert_eq!(code(run(&head("GET", "/affect", ""), b"")), (400, "missing_agent_id"));
+        assert_eq!(code(run(&head("GET", "/affect", "agent_id=..%2Fx"), b"")), (400, "invalid_agent_id"));
+    }
+
+    fn config_reply(admin: &str, answer: Result<u16, TransportFailure>, body: &str) -> Value {
+        let plan = fetch(plan_with(&head("GET", "/config", ""), &vars(admin), b""));
+        let reply = plan.finish(answer, |_| Ok(body.as_bytes().to_vec())).unwrap();
+        assert_eq!(reply.status, 200);
+        serde_json::from_str(&reply.body).unwrap()
+    }
+
+    #[test]
+    fn config_lists_agents_or_says_why_and_never_a_key() {
+        let agents = format!(r#"{{"agents":[{{"id":"sindra","note":"{CONSUMER}"}}]}}"#);
+        let v = config_reply(ADMIN, Ok(200), &agents);
+        assert_eq!(
+            v,
+            json!({
+                "bifrost_visible_host": "bifrost.local",
+                "end_user_id": "operator",
+                "admin_configured": true,
+                "agents": [{ "id": "sindra", "note": "[redacted]" }],
+            })
+        );
+        assert_eq!(config_reply("", Ok(200), r#"{"agents":[]}"#)["admin_configured"], false);
+        let e = config_reply(ADMIN, Ok(200), r#"{"agents":{}}"#);
+        assert_eq!((&e["agents"], &e["agents_error"]), (&json!([]), &json!({ "error_code": "upstream_malformed" })));
+        let e = config_reply(ADMIN, Ok(200), "not json");
+        assert_eq!(e["agents_error"], json!({ "error_code": "upstream_malformed", "status": null }));
+        let e = config_reply(ADMIN, Ok(201), r#"{"agents":[]}"#);
+        assert_eq!(e["agents_error"], json!({ "error_code": "agents_unavailable", "status": 201 }));
+        let e = config_reply(ADMIN, Ok(503), "");
+        assert_eq!(e["agents_error"], json!({ "error_code": "agents_unavailable", "status": 503 }));
+        let e = config_reply(ADMIN, Err(TransportFailure::Unreachable), "");
+        assert_eq!(e["agents_error"], json!({ "error_code": "upstream_unreachable", "status": null }));
+        let text = config_reply(ADMIN, Ok(200), &agents).to_string();
+        assert!(!text.contains(ADMIN) && !text.contains(CONSUMER));
+    }
+
+    #[test]
+    fn a_turn_that_cannot_start_is_an_envelope_and_an_admin_stream_always_starts() {
+        let turn = || stream(run(&head("POST", "/sessions/s_1/turns", ""), br#"{"text":"hi"}"#));
+        let opened = turn().open(Ok(200)).unwrap();
+        assert!(opened.first.is_empty() && matches!(opened.relay, Some(Relay::Turn(_))));
+        let e = turn().open(Ok(403)).err().unwrap();
+        assert_eq!((e.status, e.code, &e.fields["status"]), (403, "turn_unavailable", &json!(403)));
+        assert_eq!(turn().open(Ok(201)).err().unwrap().status, 502);
+        assert_eq!(turn().open(Err(TransportFailure::Timeout)).err().unwrap().code, "upstream_timeout");
+
+        let admin = || stream(run(&head("GET", "/admin/events", ""), b""));
+        assert!(matches!(admin().open(Ok(200)).unwrap().relay, Some(Relay::Admin(_))));
+        let refused = admin().open(Ok(503)).unwrap();
+        assert!(refused.relay.is_none());
+        let data = |frames: &str| -> Value {
+            assert_eq!(frames.matches("event:").count(), 1, "{frames}");
+            let data = frames.strip_prefix("event: stream_error\ndata: ").unwrap().strip_suffix("\n\n").unwrap();
+            serde_json::from_str(data).unwrap()
+        };
+        let v = data(&refused.first);
+        assert_eq!((&v["reason"], &v["status"]), (&json!("upstream_status"), &json!(503)));
+        let unreachable = admin().open(Err(TransportFailure::Unreachable)).unwrap();
+        assert_eq!(data(&unreachable.first)["reason"], "connect_failed");
+    }
+}
