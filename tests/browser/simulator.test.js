@@ -5,6 +5,7 @@
 
 const { describe, test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 const h = require('./lib/harness');
@@ -18,13 +19,16 @@ const PAD_POLL_MS = [1500, 3500, 6500, 10500];
 const AFFECT_404 = [{ path: /^\/api\/affect\?agent_id=\w+$/, status: 404 }];
 // The simulator's eitri is outside the admin key's scope: BifrostState's typed 403 state.
 const SWITCHING = [...AFFECT_404, { path: /^\/api\/sessions\/s_\w+\/bifrost$/, status: 403 }];
+// The Playground's demo world, for the narrow-window pass through that view.
+const DEMO_PASSWORD = 'pw-' + crypto.randomBytes(8).toString('hex');
+const ADMIN_401 = [{ path: /^\/admin\/v1\/auth\/me$/, status: 401 }];
 
 describe('operator console on the simulator', () => {
   let host;
   let browser;
 
   before(async () => {
-    host = await h.startHost({ variables: { admin_key: h.randomKey() } });
+    host = await h.startHost({ variables: { admin_key: h.randomKey(), seed_demo_data: 'true', demo_password: DEMO_PASSWORD } });
     browser = await h.launchBrowser();
   });
 
@@ -227,8 +231,8 @@ describe('operator console on the simulator', () => {
     }
   });
 
-  test('narrow window 420x800: no horizontal overflow; every control reachable and usable by keyboard', async () => {
-    const { page, problems, context } = await h.openConsole(browser, host.url, { viewport: { width: 420, height: 800 }, allowNetworkErrors: AFFECT_404 });
+  test('narrow window 420x800, console and Playground: no horizontal overflow; every control reachable and usable by keyboard', async () => {
+    const { page, problems, context } = await h.openConsole(browser, host.url, { viewport: { width: 420, height: 800 }, allowNetworkErrors: [...AFFECT_404, ...ADMIN_401] });
     try {
       // From the top of the page, Tab reaches the agent select, then Start session.
       await page.evaluate(() => document.activeElement && document.activeElement.blur());
@@ -276,6 +280,59 @@ describe('operator console on the simulator', () => {
       assert.deepEqual(await h.horizontalOverflow(page), { doc: 0, body: 0, panesOutside: [], scrollers: [] }, 'nothing scrolls sideways at 420 px');
       await page.evaluate(() => { document.querySelector('.layout').scrollTop = 0; });
       await h.screenshot(page, '08-narrow-420');
+
+      // The Playground view at the same width, by keyboard: its tab follows the first stop.
+      await page.focus('#tab-console');
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate(() => document.activeElement.id), 'tab-playground');
+      await page.keyboard.press('Enter');
+      await h.waitFor(page, () => !document.getElementById('playground-view').hidden, undefined, { what: 'the playground view' });
+      // The header keeps only the tabs: the console's controls are hidden and out of the tab order.
+      for (const sel of ['#agent-select', '#start-session', '#session-id', '#bifrost-host']) {
+        assert.equal(await page.isVisible(sel), false, `${sel} is hidden in the Playground`);
+      }
+      // From the first stop of the page (the Console tab) on.
+      await page.focus('#tab-console');
+      const pgOrder = ['tab-console'];
+      for (let i = 0; i < 4; i += 1) {
+        await page.keyboard.press('Tab');
+        pgOrder.push(await page.evaluate(() => document.activeElement.id));
+      }
+      assert.deepEqual(pgOrder, ['tab-console', 'tab-playground', 'pg-email', 'pg-password', 'pg-login'], 'the Playground\'s tab order');
+      // Sign in with the keyboard; focus lands in the chat composer.
+      await page.focus('#pg-email');
+      await page.keyboard.type('admin@acme.test');
+      await page.keyboard.press('Tab');
+      await page.keyboard.type(DEMO_PASSWORD);
+      await page.keyboard.press('Enter');
+      await h.waitFor(page, () => document.activeElement.id === 'pg-draft' && !document.getElementById('pg-draft').disabled,
+        undefined, { what: 'signed in, focus in the chat composer' });
+      // The composer fills its pane: the message box takes its row beside Send.
+      const fillRow = await page.evaluate(() => {
+        const box = document.getElementById('pg-draft');
+        const pane = document.getElementById('pg-chat-pane');
+        const cs = getComputedStyle(pane);
+        const content = pane.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+        return box.getBoundingClientRect().width / (content - document.getElementById('pg-send').getBoundingClientRect().width);
+      });
+      assert.ok(fillRow >= 0.9, `the Playground's message box takes ${fillRow.toFixed(2)} of its row at 420 px`);
+      await page.keyboard.type('hello from');
+      await page.keyboard.press('Shift+Enter');
+      await page.keyboard.type('a narrow window');
+      assert.equal(await page.inputValue('#pg-draft'), 'hello from\na narrow window', 'Shift+Enter is a newline');
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate(() => document.activeElement.id), 'pg-send');
+      await page.keyboard.press('Enter');
+      await h.waitFor(page, () => document.querySelector('#pg-chat .msg.assistant .status-line'), undefined, { timeout: 20_000, what: 'the Playground reply' });
+      assert.match(await page.textContent('#pg-chat .msg.assistant .status-line'), /^done/);
+      for (const sel of ['#tab-console', '#pg-gateway', '#pg-mint', '#pg-draft', '#pg-send', '#pg-q', '#pg-search', '#pg-trace-id', '#pg-trace-open', '#pg-signout']) {
+        await page.click(sel, { trial: true, timeout: 3000 }).catch((e) => {
+          throw new Error(`${sel} is not visible and clickable at 420 px: ${e.message.split('\n').slice(0, 3).join(' ')}`);
+        });
+      }
+      assert.deepEqual(await h.horizontalOverflow(page), { doc: 0, body: 0, panesOutside: [], scrollers: [] }, 'nothing scrolls sideways in the Playground at 420 px');
+      await page.evaluate(() => { document.getElementById('playground-view').scrollTop = 0; });
+      await h.screenshot(page, '09-narrow-420-playground');
       await h.assertClean(assert, page, problems);
     } finally {
       await context.close();
