@@ -4,6 +4,8 @@
 // dialog; rendered as text, each must show up literally.
 
 const RLO = '\u202E';
+const PDF = '\u202C';
+const PDI = '\u2069';
 const ZWSP = '\u200B';
 const ZWJ = '\u200D';
 const BOM = '\uFEFF';
@@ -91,6 +93,15 @@ const PAYLOADS = [
   '\u0000<script>window.__xss=1</script>',
   // very long unbroken text (layout must not overflow sideways)
   'A'.repeat(240) + '<img src=x onerror=window.__xss=1>',
+  // bidi controls (U+202A-E, U+2066-9, U+200E/F), including the ways out of an
+  // isolate (a PDI, an open isolate initiator, a paragraph separator)
+  `evil${RLO}gnp.exe${PDF}<img src=x onerror=window.__xss=1>`,
+  `${PDI}${RLO}<script>window.__xss=1</script>`,
+  `${PDI}${PDI}${PDI}${RLO}cod.exe`,
+  `\u202A\u202B\u202Dx${PDF}\u202Ey${PDF}${PDF}`,
+  `\u2066\u2067\u2068${RLO}<b>open isolates</b>`,
+  `x\u2029${RLO}after a paragraph separator`,
+  `\u200E\u200Fmarks\u200F${RLO}\u200E`,
 ];
 
 /** Payloads usable where CR, LF and NUL cannot appear (an SSE event name). */
