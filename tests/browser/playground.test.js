@@ -15,6 +15,8 @@ const { describe, test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
 const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
 const h = require('./lib/harness');
 const { PAYLOADS: P } = require('./lib/xss-corpus');
 
@@ -307,6 +309,9 @@ describe('playground view', () => {
       assert.deepEqual(names.slice(0, 3), ['auth', 'route', 'model.request']);
       const timings = await page.$$eval('#pg-trace-out .pg-step .muted', (n) => n.map((x) => x.textContent));
       assert.ok(timings.every((t) => /^\+\d+ ms · \d+ ms$/.test(t)), timings.join('|'));
+      // docs/playground.png (the README's picture) is rewritten only on request.
+      const picture = path.join(h.REPO_ROOT, 'docs', 'playground.png');
+      if (process.env.UPDATE_DOCS_SCREENSHOT === '1' || !fs.existsSync(picture)) await page.screenshot({ path: picture });
       await assertNoTokenLeak(page, consoleAll);
       await h.assertClean(assert, page, problems);
     } finally {
