@@ -657,7 +657,16 @@ async fn the_playground_search_probe_reads_both_fake_providers() {
         for r in results {
             assert_eq!(keys(r), ["snippet", "title", "url"], "{provider}: {r}");
         }
-        assert!(results.iter().any(|r| r["title"].as_str().unwrap().contains("<script>")), "{provider}: {body}");
+        // Provider markup and entities arrive as plain text (issue 13): the hostile
+        // result's tags are gone, its entities decoded, its escaped text kept as text.
+        let text = |r: &Value, k: &str| r[k].as_str().unwrap().to_owned();
+        for r in results {
+            for k in ["title", "snippet"] {
+                let t = text(r, k);
+                assert!(!t.contains("<script") && !t.contains("<strong>") && !t.contains("&amp;"), "{provider}: {t}");
+            }
+        }
+        assert!(results.iter().any(|r| text(r, "title").contains("Q&A & \"discussion\"")), "{provider}: {body}");
         // A scripted provider failure is not a 200.
         let (status, body) =
             w.admin_get(&format!("/admin/v1/playground/search?q=sim:429&gateway_id={gateway_id}"), &w.session).await;

@@ -31,6 +31,7 @@ pub mod egress;
 pub mod error;
 pub mod gateways;
 pub mod inference;
+pub mod plain_text;
 pub mod routes;
 pub mod schema;
 pub mod search;

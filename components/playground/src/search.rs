@@ -24,6 +24,7 @@ use crate::db::Val;
 use crate::egress::{OutboundRequest, TransportFailure};
 use crate::error::ApiError;
 use crate::gateways::{self, Gateway};
+use crate::plain_text::plain_text;
 use crate::routes;
 use crate::util::BaseUrl;
 use query::percent_encode;
@@ -215,12 +216,18 @@ pub fn parse_results(provider: Provider, body: &[u8]) -> Option<Vec<SearchResult
         },
     };
     let text = |item: &Value, key: &str| item.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+    // Titles and snippets carry provider markup and entities; the API's results are text.
+    let plain = |item: &Value, key: &str| plain_text(item.get(key).and_then(Value::as_str).unwrap_or(""));
     Some(
         items
             .iter()
             .filter(|item| item.get("url").and_then(Value::as_str).is_some_and(|u| !u.is_empty()))
             .take(MAX_RESULTS)
-            .map(|item| SearchResult { title: text(item, title), url: text(item, "url"), snippet: text(item, snippet) })
+            .map(|item| SearchResult {
+                title: plain(item, title),
+                url: text(item, "url"),
+                snippet: plain(item, snippet),
+            })
             .collect(),
     )
 }
@@ -380,6 +387,24 @@ mod tests {
         assert_eq!(t(TransportFailure::Unreachable), (502, "provider_unreachable"));
         assert_eq!(t(TransportFailure::NotAllowed), (502, "provider_not_allowed"));
         assert_eq!(t(TransportFailure::TooLarge), (502, "provider_malformed"));
+    }
+
+    #[test]
+    fn provider_markup_and_entities_become_plain_text_in_results() {
+        // As Brave's API sends them: highlight tags and entities in title and description.
+        let brave = json!({ "web": { "results": [{
+            "title": "<strong>Fjord</strong> weather &amp; tides",
+            "url": "https://e.test/a?x=1&amp;y=2",
+            "description": "Q&amp;A &#8212; <strong>fjord</strong> <script>alert(1)</script>&lt;b&gt;"
+        }] } });
+        let r = parse_results(Provider::Brave, brave.to_string().as_bytes()).unwrap();
+        assert_eq!(r[0].title, "Fjord weather & tides");
+        assert_eq!(r[0].snippet, "Q&A — fjord <b>");
+        // The URL is an address, not markup: passed as sent.
+        assert_eq!(r[0].url, "https://e.test/a?x=1&amp;y=2");
+        let linkup = json!({ "results": [{ "name": "caf&eacute; <em>guide</em>", "url": "https://l.test", "content": "a&nbsp;b" }] });
+        let r = parse_results(Provider::Linkup, linkup.to_string().as_bytes()).unwrap();
+        assert_eq!((r[0].title.as_str(), r[0].snippet.as_str()), ("café guide", "a b"));
     }
 
     #[test]
