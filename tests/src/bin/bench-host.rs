@@ -8,6 +8,10 @@
 //! rounds of N/10 requests, so machine noise falls on all of them alike, and
 //! every ratio compares numbers measured side by side. The static scenarios
 //! serve a generated 32 KB index.html, precompressed as the build does.
+//!
+//! With `wrk` on PATH and a spin binary, it then measures the runtime floor the
+//! way the Spin figures of issue 14 were taken: `wrk -t1 -c2` on the trivial
+//! component, host and Spin alternating for WRK_ROUNDS rounds.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -190,6 +194,49 @@ async fn main() {
                 all[1 + i].per_sec() / all[5 + i].per_sec()
             );
         }
+    }
+    if let Some(spin) = &spin {
+        wrk_floor(&host, spin);
+    }
+}
+
+const WRK_ROUNDS: usize = 3;
+
+/// `wrk -t1 -c2 -d3s --latency` on the trivial component: (req/s, p50 ms).
+fn wrk(app: &TestApp) -> Option<(f64, f64)> {
+    let out = std::process::Command::new("wrk")
+        .args(["-t1", "-c2", "-d3s", "--latency", &app.url("/probe/var?x")])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(prefix))
+            .and_then(|v| v.split_whitespace().next().map(str::to_owned))
+    };
+    let rate: f64 = field("Requests/sec:")?.parse().ok()?;
+    let p50 = field("50%")?;
+    let p50_ms = match (p50.strip_suffix("us"), p50.strip_suffix("ms")) {
+        (Some(us), _) => us.parse::<f64>().ok()? / 1e3,
+        (_, Some(ms)) => ms.parse().ok()?,
+        _ => p50.strip_suffix('s')?.parse::<f64>().ok()? * 1e3,
+    };
+    Some((rate, p50_ms))
+}
+
+fn wrk_floor(host: &TestApp, spin: &TestApp) {
+    if wrk(host).is_none() {
+        eprintln!("wrk is not on PATH: skipping the wrk floor (apt-get install wrk)");
+        return;
+    }
+    println!();
+    println!("wrk -t1 -c2 -d3s on the trivial component (probe /var), alternating:");
+    println!();
+    println!("| round | host req/s | host p50 ms | spin 4.0.2 req/s | spin p50 ms | host / spin |");
+    println!("|---|---|---|---|---|---|");
+    for round in 1..=WRK_ROUNDS {
+        let (Some((h, hp)), Some((s, sp))) = (wrk(host), wrk(spin)) else { return };
+        println!("| {round} | {h:.0} | {hp:.2} | {s:.0} | {sp:.2} | {:.2}x |", h / s);
     }
 }
 
