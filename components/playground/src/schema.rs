@@ -10,51 +10,22 @@
 //! | table | columns |
 //! |---|---|
 //! | `schema_version` | `version` PK, `applied_at` (s) |
-//! | `settings` | `key` PK, `value` (markers: which bootstrap admin / demo seed ran) |
+//! | `settings` | `key` PK, `value` (markers: which bootstrap admin / demo seed ran, the demo password's salted fingerprint) |
 //! | `users` | `id` PK, `email` UNIQUE (lowercase), `platform_admin`, `password_hash` (argon2id PHC string), `created_at` (s) |
 //! | `tenants` | `id` PK, `slug` UNIQUE, `playground_enabled`, `eu_region_routing` |
 //! | `memberships` | (`user_id`, `tenant_id`) PK, `role` `admin`\|`member`\|`viewer`, `gateway_scope` `'all'` or a JSON list of gateway ids |
 //! | `gateways` | `id` PK, `tenant_id`, `slug` (UNIQUE per tenant), `eu_region_routing`, `web_search_provider` `brave`\|`linkup`\|NULL (= brave), `web_search_api_key` (NULL = none stored) |
 //! | `admin_sessions` | `token_hash` PK (SHA-256 hex of the opaque session token), `user_id`, `impersonator_id` (NULL unless impersonating), `created_at`, `expires_at` (s), `revoked` |
-//! | `gateway_tokens` | see below |
-//! | `traces`, `trace_steps` | see below |
+//! | `gateway_tokens` | minted tokens: see `gateway-ledger` |
+//! | `traces`, `trace_steps` | the inference endpoint's traces: see `gateway-ledger` |
 //! | `login_attempts` | `key_hash` (SHA-256 of `email:<email>` / `addr:<ip>`), `at` (s): failed sign-ins, for rate limiting |
 //! | `audit` | `id` PK, `at` (s), `actor_id`, `action` (`impersonate`), `target_id`, `detail` (JSON) |
 //!
-//! ## `gateway_tokens`: what the inference endpoint validates
-//!
-//! | column | type | meaning |
-//! |---|---|---|
-//! | `token_hash` | TEXT PK | lowercase hex SHA-256 of the whole token string `myra_<64 hex>` |
-//! | `gateway_id` | TEXT | `gateways.id` the token is bound to |
-//! | `scopes` | TEXT | JSON list, `["playground"]` for minted tokens |
-//! | `kind` | TEXT | `playground` |
-//! | `created_at`, `expires_at` | INTEGER | unix seconds; valid while `now < expires_at` |
-//! | `created_by` | TEXT | `users.id` of the minting user |
-//!
-//! A bearer `myra_…` on `POST /{tenant_slug}/{gateway_slug}/v1/chat/completions`
-//! is valid when this finds a row with `expires_at > now` (else 401
-//! `token_expired` if a row exists, `invalid_token` if none, or if the slugs
-//! differ from the URL's):
-//!
-//! ```sql
-//! SELECT t.expires_at, g.id, g.slug, te.slug
-//!   FROM gateway_tokens t JOIN gateways g ON g.id = t.gateway_id
-//!   JOIN tenants te ON te.id = g.tenant_id
-//!  WHERE t.token_hash = ?
-//! ```
-//!
-//! ## `traces` and `trace_steps`: what the inference endpoint writes
-//!
-//! `traces(id TEXT PK, gateway_id TEXT, started_at INTEGER ms, ended_at
-//! INTEGER ms NULL, model TEXT, status TEXT)` — `status` is free text
-//! (`ok`, `error`, `running` by convention). `trace_steps(trace_id TEXT,
-//! seq INTEGER, name TEXT, started_at INTEGER ms, ended_at INTEGER ms NULL,
-//! data TEXT)` with PRIMARY KEY (`trace_id`, `seq`); steps are read in `seq`
-//! order and `data` is a JSON document returned decoded inline (text that is
-//! not JSON is returned as a JSON string). Insert the trace row first, then
-//! one `INSERT INTO trace_steps (trace_id, seq, name, started_at, ended_at,
-//! data) VALUES (?, ?, ?, ?, ?, ?)` per step.
+//! `gateway_tokens`, `traces` and `trace_steps` are the contract with the
+//! simulator's inference endpoint, which reads the tokens and writes the
+//! traces: their DDL, every statement either side runs on them, the token
+//! format and hash and the row types are defined once, in `crates/gateway-ledger`
+//! (its crate docs describe the columns); migration 1 runs that DDL.
 
 use crate::db::{Db, DbError, Val};
 
@@ -100,31 +71,11 @@ const MIGRATIONS: &[(i64, &[&str])] = &[(
             created_at INTEGER NOT NULL,
             expires_at INTEGER NOT NULL,
             revoked INTEGER NOT NULL DEFAULT 0)",
-        "CREATE TABLE IF NOT EXISTS gateway_tokens (
-            token_hash TEXT PRIMARY KEY,
-            gateway_id TEXT NOT NULL REFERENCES gateways(id),
-            scopes TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            created_at INTEGER NOT NULL,
-            expires_at INTEGER NOT NULL,
-            created_by TEXT)",
-        "CREATE INDEX IF NOT EXISTS gateway_tokens_by_gateway ON gateway_tokens (gateway_id, kind, expires_at)",
-        "CREATE TABLE IF NOT EXISTS traces (
-            id TEXT PRIMARY KEY,
-            gateway_id TEXT NOT NULL REFERENCES gateways(id),
-            started_at INTEGER NOT NULL,
-            ended_at INTEGER,
-            model TEXT NOT NULL DEFAULT '',
-            status TEXT NOT NULL DEFAULT 'ok')",
-        "CREATE INDEX IF NOT EXISTS traces_by_gateway ON traces (gateway_id, started_at DESC)",
-        "CREATE TABLE IF NOT EXISTS trace_steps (
-            trace_id TEXT NOT NULL REFERENCES traces(id),
-            seq INTEGER NOT NULL,
-            name TEXT NOT NULL,
-            started_at INTEGER NOT NULL,
-            ended_at INTEGER,
-            data TEXT NOT NULL DEFAULT '{}',
-            PRIMARY KEY (trace_id, seq))",
+        gateway_ledger::GATEWAY_TOKENS_TABLE,
+        gateway_ledger::GATEWAY_TOKENS_INDEX,
+        gateway_ledger::TRACES_TABLE,
+        gateway_ledger::TRACES_INDEX,
+        gateway_ledger::TRACE_STEPS_TABLE,
         "CREATE TABLE IF NOT EXISTS login_attempts (key_hash TEXT NOT NULL, at INTEGER NOT NULL)",
         "CREATE INDEX IF NOT EXISTS login_attempts_by_key ON login_attempts (key_hash, at)",
         "CREATE TABLE IF NOT EXISTS audit (
@@ -145,22 +96,39 @@ pub struct State {
     pub demo_seed: Option<String>,
 }
 
+/// The [`State`] and the marker only the demo seed reads.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Setup {
+    pub state: State,
+    /// The `demo_password` marker: which demo password the demo users have (see `seed`).
+    pub demo_password: Option<String>,
+}
+
 /// Reads the schema version and the setup markers in one statement. A
 /// fresh database (no tables yet) reads as version 0.
 pub fn state(db: &dyn Db) -> State {
+    setup(db).state
+}
+
+/// [`state`] with the demo password's marker, in the same one statement.
+pub fn setup(db: &dyn Db) -> Setup {
     let row = db.one(
         "SELECT (SELECT MAX(version) FROM schema_version),
                 (SELECT value FROM settings WHERE key = 'bootstrap_admin'),
-                (SELECT value FROM settings WHERE key = 'demo_seed')",
+                (SELECT value FROM settings WHERE key = 'demo_seed'),
+                (SELECT value FROM settings WHERE key = 'demo_password')",
         &[],
     );
     match row {
-        Ok(Some(row)) => State {
-            version: row.opt_int(0).ok().flatten().unwrap_or(0),
-            bootstrap_admin: row.opt_text(1).ok().flatten(),
-            demo_seed: row.opt_text(2).ok().flatten(),
+        Ok(Some(row)) => Setup {
+            state: State {
+                version: row.opt_int(0).ok().flatten().unwrap_or(0),
+                bootstrap_admin: row.opt_text(1).ok().flatten(),
+                demo_seed: row.opt_text(2).ok().flatten(),
+            },
+            demo_password: row.opt_text(3).ok().flatten(),
         },
-        _ => State::default(),
+        _ => Setup::default(),
     }
 }
 

@@ -13,49 +13,33 @@ use serde_json::{json, Value};
 use crate::access::may_use_playground;
 use crate::auth::Principal;
 use crate::context::{json_body, Ctx, Request, Response};
-use crate::db::{Db, DbError, Val};
+use crate::db::{Db, DbError};
 use crate::error::{ApiError, PlaygroundErrors};
-use crate::util::{hex, iso8601, sha256_hex};
+use crate::util::iso8601;
 use crate::{gateways, routes};
+use gateway_ledger::tokens::{self as ledger, NewToken};
 
 /// 30 minutes: a token that passes the chat app's pre-turn refresh check
 /// always outlives the longest legal turn.
 pub const PLAYGROUND_TOKEN_TTL_S: i64 = 1800;
-pub const TOKEN_PREFIX: &str = "myra_";
-pub const PLAYGROUND_KIND: &str = "playground";
-pub const PLAYGROUND_SCOPES: &str = "[\"playground\"]";
-
-pub fn format_token(random: &[u8; 32]) -> String {
-    format!("{TOKEN_PREFIX}{}", hex(random))
-}
-
-pub fn is_token(token: &str) -> bool {
-    token.len() == TOKEN_PREFIX.len() + 64
-        && token.starts_with(TOKEN_PREFIX)
-        && token[TOKEN_PREFIX.len()..].bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
+/// The token format, kind and scopes are the contract with the simulator's lookup.
+pub use gateway_ledger::tokens::{format_token, is_token, PLAYGROUND_KIND, PLAYGROUND_SCOPES, TOKEN_PREFIX};
 
 /// Deletes the gateway's expired playground tokens, then stores the new one.
 /// Returns `expires_at` (unix seconds).
 pub fn store(db: &dyn Db, gateway_id: &str, token: &str, user_id: &str, now_s: i64) -> Result<i64, DbError> {
-    db.exec(
-        "DELETE FROM gateway_tokens WHERE gateway_id = ? AND kind = ? AND expires_at <= ?",
-        &[gateway_id.into(), PLAYGROUND_KIND.into(), Val::Int(now_s)],
-    )?;
+    ledger::delete_expired(db, gateway_id, PLAYGROUND_KIND, now_s)?;
     let expires_at = now_s + PLAYGROUND_TOKEN_TTL_S;
-    db.exec(
-        "INSERT INTO gateway_tokens (token_hash, gateway_id, scopes, kind, created_at, expires_at, created_by)
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
-        &[
-            sha256_hex(token).into(),
-            gateway_id.into(),
-            PLAYGROUND_SCOPES.into(),
-            PLAYGROUND_KIND.into(),
-            Val::Int(now_s),
-            Val::Int(expires_at),
-            user_id.into(),
-        ],
-    )?;
+    let row = NewToken {
+        token_hash: &ledger::token_hash(token),
+        gateway_id,
+        scopes: PLAYGROUND_SCOPES,
+        kind: PLAYGROUND_KIND,
+        created_at_s: now_s,
+        expires_at_s: expires_at,
+        created_by: user_id,
+    };
+    ledger::insert(db, &row)?;
     Ok(expires_at)
 }
 
@@ -85,6 +69,7 @@ mod tests {
     use super::*;
     use crate::db::testing::MemDb;
     use crate::schema;
+    use crate::util::sha256_hex;
 
     fn db() -> MemDb {
         let db = MemDb::new();
@@ -159,6 +144,22 @@ mod tests {
         assert!(left.contains(&sha256_hex(&c)));
         assert!(left.contains(&sha256_hex(&other)), "other gateways are untouched");
         assert!(left.contains(&"x".to_string()), "other kinds are untouched");
+    }
+
+    #[test]
+    fn a_stored_token_is_granted_by_the_lookup_the_simulator_runs() {
+        let db = db();
+        let t = format_token(&[9; 32]);
+        let expires = store(&db, "gw_a", &t, "usr_1", 1_000).unwrap();
+        // The simulator's `ledger::authorize` looks the bearer up exactly so.
+        let grant = ledger::lookup(&db, &ledger::token_hash(&t)).unwrap().expect("the minted token is found");
+        assert_eq!(
+            (grant.gateway_id.as_str(), grant.gateway_slug.as_str(), grant.tenant_slug.as_str()),
+            ("gw_a", "gw_a", "t")
+        );
+        assert_eq!((grant.kind.as_str(), grant.expires_at_s), (PLAYGROUND_KIND, expires));
+        assert!(grant.is_valid_at(expires - 1) && !grant.is_valid_at(expires));
+        assert_eq!(ledger::lookup(&db, &t).unwrap(), None, "only the hash is a key");
     }
 
     #[test]

@@ -12,9 +12,9 @@ use serde_json::{json, Value};
 use crate::access::may_read_traces;
 use crate::auth::Principal;
 use crate::context::{Ctx, Request, Response};
-use crate::db::Val;
 use crate::error::{ApiError, PlaygroundErrors};
 use crate::{gateways, routes};
+use gateway_ledger::traces as ledger;
 
 /// A step's stored `data`, decoded inline; text that is not JSON stays a string.
 pub fn decode_data(raw: Option<String>) -> Value {
@@ -26,38 +26,29 @@ pub fn decode_data(raw: Option<String>) -> Value {
 
 pub fn read(ctx: &Ctx, p: &Principal, raw_id: &str) -> Result<Response, ApiError> {
     let id = routes::trace_id(raw_id)?;
-    let row = ctx.db.one(
-        "SELECT tr.id, tr.gateway_id, tr.started_at, tr.ended_at, tr.model, tr.status, g.slug, g.tenant_id, t.slug
-           FROM traces tr JOIN gateways g ON g.id = tr.gateway_id JOIN tenants t ON t.id = g.tenant_id
-          WHERE tr.id = ?",
-        &[Val::Text(id.clone())],
-    )?;
-    let Some(row) = row else { return Err(ApiError::trace_not_found()) };
-    let (gateway_id, tenant_id) = (row.text(1)?, row.text(7)?);
-    let access = p.roles.access(&tenant_id, &gateway_id).ok_or_else(ApiError::trace_not_found)?;
+    let Some(tr) = ledger::read(ctx.db, &id)? else { return Err(ApiError::trace_not_found()) };
+    let access = p.roles.access(&tr.tenant_id, &tr.gateway_id).ok_or_else(ApiError::trace_not_found)?;
     may_read_traces(access)?;
-    let steps = ctx.db.query(
-        "SELECT name, started_at, ended_at, data FROM trace_steps WHERE trace_id = ? ORDER BY seq",
-        &[Val::Text(id)],
-    )?;
-    let mut out = Vec::with_capacity(steps.len());
-    for step in steps {
-        out.push(json!({
-            "name": step.text(0)?,
-            "started_at": step.opt_int(1)?,
-            "ended_at": step.opt_int(2)?,
-            "data": decode_data(step.opt_text(3)?),
-        }));
-    }
+    let out: Vec<Value> = ledger::steps(ctx.db, &id)?
+        .into_iter()
+        .map(|step| {
+            json!({
+                "name": step.name,
+                "started_at": step.started_at_ms,
+                "ended_at": step.ended_at_ms,
+                "data": decode_data(step.data),
+            })
+        })
+        .collect();
     let trace = json!({
-        "id": row.text(0)?,
-        "gateway_id": gateway_id,
-        "tenant_slug": row.text(8)?,
-        "gateway_slug": row.text(6)?,
-        "started_at": row.opt_int(2)?,
-        "ended_at": row.opt_int(3)?,
-        "model": row.text(4)?,
-        "status": row.text(5)?,
+        "id": tr.id,
+        "gateway_id": tr.gateway_id,
+        "tenant_slug": tr.tenant_slug,
+        "gateway_slug": tr.gateway_slug,
+        "started_at": tr.started_at_ms,
+        "ended_at": tr.ended_at_ms,
+        "model": tr.model,
+        "status": tr.status,
         "step_count": out.len(),
     });
     Ok(Response::json(200, &json!({ "trace": trace, "steps": out })))
@@ -68,19 +59,10 @@ pub fn list(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiErro
     let limit = routes::limit_param(&req.query)?;
     let (gateway, access) = gateways::accessible(ctx, p, &gateway_id)?;
     may_read_traces(access)?;
-    let rows = ctx.db.query(
-        "SELECT id, started_at, model, status FROM traces WHERE gateway_id = ? ORDER BY started_at DESC, id LIMIT ?",
-        &[Val::Text(gateway.id.clone()), Val::Int(limit)],
-    )?;
-    let mut traces = Vec::with_capacity(rows.len());
-    for row in rows {
-        traces.push(json!({
-            "id": row.text(0)?,
-            "started_at": row.opt_int(1)?,
-            "model": row.text(2)?,
-            "status": row.text(3)?,
-        }));
-    }
+    let traces: Vec<Value> = ledger::list(ctx.db, &gateway.id, limit)?
+        .into_iter()
+        .map(|t| json!({ "id": t.id, "started_at": t.started_at_ms, "model": t.model, "status": t.status }))
+        .collect();
     Ok(Response::json(200, &json!({ "gateway_id": gateway.id, "traces": traces })))
 }
 

@@ -1,22 +1,12 @@
-//! Small pure helpers: hex/SHA-256, URLs and origins, ISO 8601 (query
-//! strings: the shared `query` crate).
+//! Small pure helpers: URLs and origins, ISO 8601 (hex: the `hex` crate;
+//! SHA-256 hex: `gateway-ledger`, whose token hash it is; query strings: the
+//! shared `query` crate).
 
-use sha2::{Digest, Sha256};
+use std::time::{Duration, UNIX_EPOCH};
 
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 15) as usize] as char);
-    }
-    out
-}
-
-/// Lowercase hex SHA-256: how session and gateway tokens are stored.
-pub fn sha256_hex(text: &str) -> String {
-    hex(&Sha256::digest(text.as_bytes()))
-}
+pub use gateway_ledger::tokens::sha256_hex;
+/// Lowercase hex of bytes.
+pub use hex::encode as hex;
 
 /// Where a request is sent: `scheme://authority` plus a path prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,21 +60,13 @@ pub fn origin_of(url: &str) -> Option<String> {
     Some(format!("{}://{}", scheme.to_ascii_lowercase(), authority.to_ascii_lowercase()))
 }
 
-/// Unix seconds → `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian, UTC).
+/// Unix seconds → `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian, UTC). The codec
+/// covers 1970 to 9999; an instant outside prints as the nearest end of that
+/// range (the Playground stores none).
 pub fn iso8601(unix_s: i64) -> String {
-    let days = unix_s.div_euclid(86_400);
-    let secs = unix_s.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
+    const LAST_SECOND_OF_9999: i64 = 253_402_300_799;
+    let secs = unix_s.clamp(0, LAST_SECOND_OF_9999) as u64;
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs)).to_string()
 }
 
 /// The address part of `spin-client-addr` (`ip:port` or `[v6]:port`).
@@ -125,17 +107,24 @@ mod tests {
 
     #[test]
     fn iso8601_formats_utc() {
-        assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
-        assert_eq!(iso8601(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(iso8601(1_735_689_599), "2024-12-31T23:59:59Z");
-        assert_eq!(iso8601(4_102_444_800), "2100-01-01T00:00:00Z");
+        let known = [
+            (0, "1970-01-01T00:00:00Z"),
+            (951_782_400, "2000-02-29T00:00:00Z"),
+            (1_735_689_599, "2024-12-31T23:59:59Z"),
+            (4_102_444_800, "2100-01-01T00:00:00Z"),
+            // The ends of the codec's range.
+            (-1, "1970-01-01T00:00:00Z"),
+            (i64::MAX, "9999-12-31T23:59:59Z"),
+        ];
+        for (unix_s, text) in known {
+            assert_eq!(iso8601(unix_s), text);
+        }
     }
 
     #[test]
     fn client_ips_drop_the_port() {
-        assert_eq!(client_ip("127.0.0.1:5555"), "127.0.0.1");
-        assert_eq!(client_ip("[::1]:80"), "::1");
-        assert_eq!(client_ip("::1"), "::1");
-        assert_eq!(client_ip(""), "");
+        for (addr, ip) in [("127.0.0.1:5555", "127.0.0.1"), ("[::1]:80", "::1"), ("::1", "::1"), ("", "")] {
+            assert_eq!(client_ip(addr), ip);
+        }
     }
 }

@@ -10,7 +10,7 @@
 use crate::admin::{live_sessions, AdminStream};
 use crate::catalog::AGENTS;
 use crate::inference::{self, InferenceError, TraceFacts, Usage};
-use crate::ledger::{self, Sql, SqlVal, TraceWriter};
+use crate::ledger::{self, Db, DbError, Row, TraceWriter, Val};
 use crate::providers::{self, Reply};
 use crate::rng::Rng;
 use crate::routes::{bearer_ok, query_param, route, split_path_query, Route, Scope};
@@ -51,33 +51,34 @@ impl Kv for SpinKv {
 /// The Playground's database (shared with the `playground` component).
 struct SpinSql(sqlite3::Connection);
 
-impl Sql for SpinSql {
-    fn query(&self, sql: &str, params: &[SqlVal]) -> Result<Vec<Vec<SqlVal>>, String> {
+impl Db for SpinSql {
+    fn query(&self, sql: &str, params: &[Val]) -> Result<Vec<Row>, DbError> {
         let params: Vec<sqlite3::Value> = params
             .iter()
             .map(|p| match p {
-                SqlVal::Int(v) => sqlite3::Value::Integer(*v),
-                SqlVal::Real(v) => sqlite3::Value::Real(*v),
-                SqlVal::Text(t) => sqlite3::Value::Text(t.clone()),
-                SqlVal::Blob(b) => sqlite3::Value::Blob(b.clone()),
-                SqlVal::Null => sqlite3::Value::Null,
+                Val::Int(v) => sqlite3::Value::Integer(*v),
+                Val::Real(v) => sqlite3::Value::Real(*v),
+                Val::Text(t) => sqlite3::Value::Text(t.clone()),
+                Val::Blob(b) => sqlite3::Value::Blob(b.clone()),
+                Val::Null => sqlite3::Value::Null,
             })
             .collect();
-        let result = self.0.execute(sql, &params).map_err(|e| format!("{e:?}"))?;
+        let result = self.0.execute(sql, &params).map_err(|e| DbError(format!("{e:?}")))?;
         Ok(result
             .rows
             .into_iter()
             .map(|row| {
-                row.values
+                Row(row
+                    .values
                     .into_iter()
                     .map(|v| match v {
-                        sqlite3::Value::Integer(v) => SqlVal::Int(v),
-                        sqlite3::Value::Real(v) => SqlVal::Real(v),
-                        sqlite3::Value::Text(t) => SqlVal::Text(t),
-                        sqlite3::Value::Blob(b) => SqlVal::Blob(b),
-                        sqlite3::Value::Null => SqlVal::Null,
+                        sqlite3::Value::Integer(v) => Val::Int(v),
+                        sqlite3::Value::Real(v) => Val::Real(v),
+                        sqlite3::Value::Text(t) => Val::Text(t),
+                        sqlite3::Value::Blob(b) => Val::Blob(b),
+                        sqlite3::Value::Null => Val::Null,
                     })
-                    .collect()
+                    .collect())
             })
             .collect())
     }

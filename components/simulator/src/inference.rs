@@ -20,37 +20,16 @@
 
 use crate::rng::Rng;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
-pub const TOKEN_PREFIX: &str = "myra_";
-pub const TOKEN_HEX_DIGITS: usize = 64;
+/// The token format and its hash (the `gateway_tokens.token_hash` key) are the contract
+/// with the Playground, which mints the tokens: one definition, in `gateway-ledger`.
+pub use gateway_ledger::tokens::{is_token, token_hash};
 /// The model named in chunks and traces when the request names none.
 pub const DEFAULT_MODEL: &str = "sim-chat-1";
 pub const MAX_MESSAGES: usize = 256;
 pub const MAX_MODEL_CHARS: usize = 128;
 /// The prompt is quoted back at most this long.
 pub const QUOTE_CHARS: usize = 160;
-
-/// Is `t` exactly `myra_` + 64 lowercase hex digits?
-pub fn is_token(t: &str) -> bool {
-    t.strip_prefix(TOKEN_PREFIX)
-        .is_some_and(|h| h.len() == TOKEN_HEX_DIGITS && h.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')))
-}
-
-/// Lowercase hex SHA-256 of the whole token string: the `gateway_tokens.token_hash` key.
-pub fn token_hash(token: &str) -> String {
-    hex(&Sha256::digest(token.as_bytes()))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 15) as usize] as char);
-    }
-    s
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum InferenceError {

@@ -44,22 +44,16 @@ impl Rng {
     }
 
     /// `n` random bytes as lowercase hex (2n characters).
+    /// Each `next_u64` gives the next 8 bytes, least significant first.
     pub fn hex(&mut self, n: usize) -> String {
-        let mut s = String::with_capacity(n * 2);
-        let mut word = 0u64;
-        for i in 0..n {
-            if i % 8 == 0 {
-                word = self.next_u64();
-            }
-            let b = (word >> ((i % 8) * 8)) as u8;
-            s.push(HEX[(b >> 4) as usize] as char);
-            s.push(HEX[(b & 15) as usize] as char);
+        let mut bytes = Vec::with_capacity(n);
+        while bytes.len() < n {
+            let word = self.next_u64().to_le_bytes();
+            bytes.extend_from_slice(&word[..(n - bytes.len()).min(8)]);
         }
-        s
+        hex::encode(bytes)
     }
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 fn finalize(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

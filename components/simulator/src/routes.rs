@@ -21,6 +21,7 @@
 //! both before authentication.
 
 use crate::service::ApiError;
+use query::percent_decode;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
@@ -96,7 +97,8 @@ pub fn route(method: &str, path: &str) -> Result<Route, ApiError> {
     }
 }
 
-/// The value of query parameter `name` (first occurrence, `+` and %XX decoded).
+/// The value of query parameter `name` (first occurrence, `+` and %XX decoded strictly by
+/// the shared `query` codec: a broken escape or non-UTF-8 is no value).
 pub fn query_param(query: &str, name: &str) -> Option<String> {
     query
         .split('&')
@@ -105,28 +107,6 @@ pub fn query_param(query: &str, name: &str) -> Option<String> {
             (percent_decode(k)? == name).then(|| percent_decode(v)).flatten()
         })
         .next()
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = b.get(i + 1..i + 3)?;
-                if !hex.iter().all(u8::is_ascii_hexdigit) {
-                    return None;
-                }
-                out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
-                i += 2;
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).ok()
 }
 
 /// Does the `Authorization` header (all its values) carry exactly `Bearer <configured>`?

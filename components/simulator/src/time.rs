@@ -1,28 +1,12 @@
-//! RFC 3339 timestamps from Unix milliseconds (UTC, `Z`), without a date crate.
+//! RFC 3339 timestamps from Unix milliseconds (UTC, `Z`): the `humantime` codec.
 
-/// `2026-12-02T10:11:12.345Z`
+use std::time::{Duration, UNIX_EPOCH};
+
+/// `2026-12-02T10:11:12.345Z`. The codec ends with year 9999; a later instant prints as
+/// its last millisecond (no clock or stored time gets there).
 pub fn rfc3339_millis(ms: u64) -> String {
-    let secs = ms / 1000;
-    let millis = ms % 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, (rem % 3600) / 60, rem % 60)
-}
-
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
-/// (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    const LAST_MILLI_OF_9999: u64 = 253_402_300_799_999;
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms.min(LAST_MILLI_OF_9999))).to_string()
 }
 
 #[cfg(test)]
@@ -37,5 +21,6 @@ mod tests {
         assert_eq!(rfc3339_millis(1_735_689_599_999), "2024-12-31T23:59:59.999Z");
         assert_eq!(rfc3339_millis(1_735_689_600_000), "2025-01-01T00:00:00.000Z");
         assert_eq!(rfc3339_millis(4_107_542_400_000), "2100-03-01T00:00:00.000Z");
+        assert_eq!(rfc3339_millis(u64::MAX), "9999-12-31T23:59:59.999Z");
     }
 }

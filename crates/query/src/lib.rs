@@ -3,8 +3,8 @@
 //! `form_urlencoded` (what spin-sdk uses) decodes lossily: a broken `%zz` stays
 //! literal and invalid UTF-8 becomes U+FFFD. For values that are validated and
 //! then placed into upstream URLs or SQL parameters we want the opposite: an
-//! input that does not decode cleanly is refused, so the two API components
-//! (debug-api, playground) share this one small codec.
+//! input that does not decode cleanly is refused. It is the project's one
+//! percent codec: debug-api, playground, the simulator and the test probe use it.
 
 /// Decodes one `application/x-www-form-urlencoded` value (`+` is a space).
 /// `None` for a malformed escape or bytes that are not UTF-8.

@@ -17,26 +17,9 @@ use spin_sdk::http_component;
 
 fn query_parts(req: &IncomingRequest) -> Vec<String> {
     let path = req.path_with_query().unwrap_or_default();
-    let query = path.split_once('?').map(|(_, q)| q).unwrap_or("");
-    query.split('&').filter(|s| !s.is_empty()).map(percent_decode).collect()
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    let raw = path.split_once('?').map(|(_, q)| q).unwrap_or("");
+    // The project's strict codec; a part that does not decode is passed on as sent.
+    raw.split('&').filter(|s| !s.is_empty()).map(|s| query::percent_decode(s).unwrap_or_else(|| s.to_owned())).collect()
 }
 
 async fn reply(out: ResponseOutparam, status: u16, body: String) {
