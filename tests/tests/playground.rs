@@ -1003,3 +1003,201 @@ async fn no_token_password_or_key_where_it_should_not_be() {
         assert!(!stored.contains(t.as_str()));
     }
 }
+
+// ---- outgoing bodies: content-length, early answers (issue 13 point 5) ------------------------
+
+/// What an upstream, WAF or proxy that refuses chunked requests answers 411 to: a body
+/// without `content-length`, or one sent with `transfer-encoding`.
+fn length_missing(seen: &RecordedRequest) -> bool {
+    seen.headers.contains_key("transfer-encoding") || !seen.headers.contains_key("content-length")
+}
+
+fn assert_sized(seen: &RecordedRequest) {
+    assert_eq!(header_of(seen, "content-length"), Some(seen.body.len().to_string()), "{:?}", seen.headers);
+    assert!(!seen.headers.contains_key("transfer-encoding"), "{:?}", seen.headers);
+}
+
+async fn inference_via_playground(p: &Playground, body: String) -> Answer {
+    let url = p.app.url("/admin/v1/gw/acme/main/v1/chat/completions");
+    p.send(
+        client().post(url).bearer_auth("myra_from_the_browser").header("content-type", "application/json").body(body),
+    )
+    .await
+}
+
+fn chat_request(text: &str) -> String {
+    json!({ "model": "ratatoskr-small", "stream": true, "messages": [{ "role": "user", "content": text }] }).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_linkup_probe_sends_its_body_with_a_content_length() {
+    let strict = MockUpstream::start(|seen| async move {
+        match length_missing(&seen) {
+            true => respond(411, "application/json", "{\"error\":\"length required\"}"),
+            false => respond(200, "application/json", linkup_results().to_string()),
+        }
+    })
+    .await;
+    let p = Playground::start_with("linkup-length", |mut o| {
+        o.redirects.insert("linkup.test:80".into(), strict.addr);
+        o
+    })
+    .await;
+    let token = p.login("admin@acme.test").await;
+    let r = p.get("/playground/search?q=fjord+weather&gateway_id=gw_acme_second", Some(&token)).await;
+    r.assert(200, "");
+    assert_eq!(r.json()["provider"], "linkup");
+    let seen = strict.requests();
+    assert_eq!(seen.len(), 1);
+    assert_sized(&seen[0]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_inference_pass_through_sends_the_chat_body_with_a_content_length() {
+    const STREAM: &str = concat!(
+        "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",",
+        "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"fjord ÆØÅ\"}}]}\n\n",
+        "data: [DONE]\n\n"
+    );
+    let strict = MockUpstream::start(|seen| async move {
+        if length_missing(&seen) {
+            return respond(411, "application/json", "{\"error\":\"length required\"}");
+        }
+        let mut r = respond(200, "text/event-stream", STREAM);
+        r.headers_mut().insert("x-trace-id", "trc_sized".parse().unwrap());
+        r
+    })
+    .await;
+    let p = Playground::start_with("inference-length", |o| {
+        o.variable("inference_base_url", "http://inference.test/v")
+            .variable("inference_origin", "http://inference.test")
+            .redirect("inference.test:80", &strict)
+    })
+    .await;
+    let body = chat_request("hvordan er været?");
+    let r = inference_via_playground(&p, body.clone()).await;
+    r.assert(200, "");
+    assert_eq!(r.body, STREAM);
+    assert_eq!(r.header("x-trace-id").as_deref(), Some("trc_sized"));
+    let seen = strict.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].path_and_query.as_str()),
+        ("POST", "/v/acme/main/v1/chat/completions")
+    );
+    assert_eq!(header_of(&seen[0], "authorization").as_deref(), Some("Bearer myra_from_the_browser"));
+    assert_eq!(seen[0].body, body.as_bytes());
+    assert_sized(&seen[0]);
+}
+
+/// An upstream that answers as soon as it has a request's head, never reads the body, and
+/// drops the connection a moment later (as a server refusing a request early does). Returns
+/// its address and the heads it read.
+async fn early_answerer(answer: String) -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (seen, answer) = (seen.clone(), answer.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if socket.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                seen.lock().unwrap().push(String::from_utf8_lossy(&head).into_owned());
+                let _ = socket.write_all(answer.as_bytes()).await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                // Dropped with the body unread: the sender's next writes fail.
+            });
+        }
+    });
+    (addr, heads)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_inference_pass_through_relays_an_answer_that_came_before_the_body_was_read() {
+    // The inference endpoint's own refusal shape (the simulator's), passed on unchanged.
+    let refusal = r#"{"error":{"code":"invalid_token","message":"the token is not valid for this gateway"}}"#;
+    let answer = format!(
+        "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\nx-trace-id: trc_early\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{refusal}",
+        refusal.len()
+    );
+    let (addr, heads) = early_answerer(answer).await;
+    let p = Playground::start_with("inference-early", |mut o| {
+        o = o
+            .variable("inference_base_url", "http://inference.test")
+            .variable("inference_origin", "http://inference.test");
+        o.redirects.insert("inference.test:80".into(), addr);
+        o
+    })
+    .await;
+    // Larger than what the sockets buffer: the pass-through is still writing it when the
+    // answer arrives and the upstream hangs up.
+    let r = inference_via_playground(&p, chat_request(&"x".repeat(900_000))).await;
+    r.assert(401, "");
+    assert_eq!(r.body, refusal);
+    assert_eq!(r.header("x-trace-id").as_deref(), Some("trc_early"));
+    let heads = heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 1);
+    assert!(heads[0].to_ascii_lowercase().contains("content-length: "), "{}", heads[0]);
+    // A small body the upstream never reads is relayed the same way.
+    let r = inference_via_playground(&p, chat_request("hi")).await;
+    r.assert(401, "");
+    assert_eq!(r.json()["error"]["code"], "invalid_token");
+}
+
+// ---- the demo password (issue 13 point 4) -------------------------------------------------------
+
+fn password_hashes(p: &Playground) -> Vec<(String, String)> {
+    let rows = p.sql("SELECT email, password_hash FROM users ORDER BY email");
+    rows.iter().map(|r| (text(&r[0]), text(&r[1]))).collect()
+}
+
+/// The same database file under a new app with `demo_password` set to `password`.
+async fn restart(p: Playground, password: &str) -> Playground {
+    let Playground { app, brave, linkup, brave_mode, db_path } = p;
+    drop(app);
+    let options = base_options(&brave, &linkup, &db_path).variable("demo_password", password);
+    let app = TestApp::start(options).await.expect("the playground restarts on the same database");
+    Playground { app, brave, linkup, brave_mode, db_path }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_demo_password_reaches_the_demo_users_after_a_restart_and_no_one_else() {
+    const CHANGED: &str = "demo-pw-changed-4b2f";
+    let p = Playground::start("demo-password").await;
+    p.login("admin@acme.test").await;
+    // A real account outside the demo world (it shares the root's password).
+    p.sql(
+        "INSERT INTO users (id, email, platform_admin, password_hash, created_at)
+         SELECT 'usr_real_ops', 'real@ops.test', 0, password_hash, 0 FROM users WHERE email = 'root@ops.test'",
+    );
+    let before = password_hashes(&p);
+
+    let p = restart(p, CHANGED).await;
+    p.login_raw("admin@acme.test", DEMO_PASSWORD).await.assert(401, "invalid_credentials");
+    for email in ["admin@acme.test", "platform@demo.test", "member@acme.test"] {
+        p.login_raw(email, CHANGED).await.assert(200, "");
+    }
+    p.login_raw("real@ops.test", ROOT_PASSWORD).await.assert(200, "");
+    p.login_raw(ROOT_EMAIL, ROOT_PASSWORD).await.assert(200, "");
+    let after = password_hashes(&p);
+    for ((email, old), (_, new)) in before.iter().zip(&after) {
+        let demo = !["real@ops.test", ROOT_EMAIL].contains(&email.as_str());
+        assert_eq!(old != new, demo, "{email}: re-hashed only if a demo user");
+    }
+    let markers = p.sql("SELECT value FROM settings");
+    assert!(markers.iter().all(|r| !text(&r[0]).contains(CHANGED) && !text(&r[0]).contains(DEMO_PASSWORD)));
+
+    // The same password again: nothing is re-hashed.
+    let p = restart(p, CHANGED).await;
+    p.login_raw("viewer@acme.test", CHANGED).await.assert(200, "");
+    assert_eq!(password_hashes(&p), after);
+}

@@ -874,3 +874,58 @@ fn no_password_hash_key_or_token_hash_in_any_response() {
     }
     assert!(!minted.is_empty());
 }
+
+// ---- the demo password (issue 13 point 4) ------------------------------------------------
+
+fn password_hashes(w: &World) -> Vec<(String, String)> {
+    let rows = w.db.query("SELECT email, password_hash FROM users ORDER BY email", &[]).unwrap();
+    rows.iter().map(|r| (r.text(0).unwrap(), r.text(1).unwrap())).collect()
+}
+
+#[test]
+fn a_changed_demo_password_reaches_the_seeded_demo_users_once_and_no_one_else() {
+    let mut w = World::new();
+    assert_eq!(w.try_login("admin@acme.test", DEMO_PASSWORD).status, 200);
+    // A real account that happens to share the demo password.
+    let real_hash = auth::hash_password(DEMO_PASSWORD, &[9; 16]);
+    w.db.exec(
+        "INSERT INTO users (id, email, platform_admin, password_hash, created_at) VALUES ('usr_real', 'real@acme.test', 0, ?, 0)",
+        &[real_hash.into()],
+    )
+    .unwrap();
+    let before = password_hashes(&w);
+
+    w.config.demo_password = "changed-demo-pass-2026".into();
+    assert_error(&w.try_login("admin@acme.test", DEMO_PASSWORD), 401, "invalid_credentials");
+    for email in ["admin@acme.test", "platform@demo.test", "viewer@acme.test"] {
+        assert_eq!(w.try_login(email, "changed-demo-pass-2026").status, 200, "{email}");
+    }
+    assert_eq!(w.try_login("real@acme.test", DEMO_PASSWORD).status, 200, "a real account keeps its password");
+    assert_eq!(w.try_login(ROOT_EMAIL, ROOT_PASSWORD).status, 200, "so does the bootstrap admin");
+    let after = password_hashes(&w);
+    for ((email, old), (_, new)) in before.iter().zip(&after) {
+        let demo = seed::demo_users().iter().any(|u| u.email == email);
+        assert_eq!(old != new, demo, "{email}: re-hashed only if a demo user");
+    }
+    // Unchanged variable: no re-hash on later requests.
+    w.request("GET", "/auth/me", &[], None);
+    assert_eq!(password_hashes(&w), after);
+    // The marker is a salted fingerprint, never the password.
+    let settings = w.db.query("SELECT key, value FROM settings", &[]).unwrap();
+    let marker = settings.iter().find(|r| r.text(0).unwrap() == "demo_password").expect("a marker").text(1).unwrap();
+    assert!(seed::is_demo_password(Some(&marker), "changed-demo-pass-2026"));
+    assert!(!seed::is_demo_password(Some(&marker), DEMO_PASSWORD));
+    assert!(!marker.contains("changed-demo-pass-2026") && !marker.contains(&sha256_hex("changed-demo-pass-2026")));
+}
+
+#[test]
+fn a_bootstrap_admin_on_a_demo_email_keeps_its_own_password() {
+    let mut cfg = config();
+    cfg.bootstrap_admin_email = "platform@demo.test".into();
+    let mut w = World::with_config(cfg);
+    assert_eq!(w.try_login("platform@demo.test", ROOT_PASSWORD).status, 200);
+    w.config.demo_password = "changed-demo-pass-2026".into();
+    assert_eq!(w.try_login("admin@acme.test", "changed-demo-pass-2026").status, 200);
+    assert_eq!(w.try_login("platform@demo.test", ROOT_PASSWORD).status, 200);
+    assert_error(&w.try_login("platform@demo.test", "changed-demo-pass-2026"), 401, "invalid_credentials");
+}

@@ -7,7 +7,12 @@
 //!
 //! The bootstrap admin is created once per configured email: an existing
 //! user with that email is made platform admin, and its password is never
-//! overwritten. Demo users that already exist are left as they are.
+//! overwritten. Demo users that already exist keep their rows, but take the
+//! current `demo_password` when it changed: the `demo_password` marker holds
+//! a salted SHA-256 fingerprint of the password they have (never the
+//! password), so the argon2 re-hash runs once per change, not per request,
+//! and only for the seeded demo users (their own ids and emails), never for a
+//! bootstrap or any other account.
 
 use serde_json::json;
 
@@ -17,12 +22,14 @@ use crate::context::Ctx;
 use crate::db::{Db, DbError, Val};
 use crate::error::{ApiError, PlaygroundErrors};
 use crate::schema::{self, SCHEMA_VERSION};
+use crate::util::sha256_hex;
 
 /// Bumped when the demo world changes.
 pub const DEMO_SEED_VERSION: &str = "1";
 
 pub fn ensure(ctx: &Ctx) -> Result<(), ApiError> {
-    let state = schema::state(ctx.db);
+    let setup = schema::setup(ctx.db);
+    let state = setup.state;
     if state.version < SCHEMA_VERSION {
         schema::migrate(ctx.db, state.version, ctx.now_s()).map_err(log("migrations"))?;
     }
@@ -33,13 +40,75 @@ pub fn ensure(ctx: &Ctx) -> Result<(), ApiError> {
     {
         bootstrap_admin(ctx).map_err(log("bootstrap admin"))?;
     }
-    if cfg.seed_demo_data && state.demo_seed.as_deref() != Some(DEMO_SEED_VERSION) {
-        if cfg.demo_password.is_empty() {
-            return Err(ApiError::misconfigured("seed_demo_data is on but demo_password is empty"));
-        }
+    if !cfg.seed_demo_data {
+        return Ok(());
+    }
+    let seeded = state.demo_seed.as_deref() == Some(DEMO_SEED_VERSION);
+    // An emptied demo_password after seeding changes nothing (sign-in needs a password anyway).
+    let password_current = is_demo_password(setup.demo_password.as_deref(), &cfg.demo_password)
+        || (seeded && cfg.demo_password.is_empty());
+    if seeded && password_current {
+        return Ok(());
+    }
+    if cfg.demo_password.is_empty() {
+        return Err(ApiError::misconfigured("seed_demo_data is on but demo_password is empty"));
+    }
+    // Demo users from an earlier run have the password of that run.
+    let earlier = if password_current { Vec::new() } else { seeded_demo_users(ctx).map_err(log("demo users"))? };
+    if !seeded {
         seed_demo(ctx).map_err(log("demo seed"))?;
     }
+    if !password_current {
+        apply_demo_password(ctx, &earlier, state.bootstrap_admin.as_deref()).map_err(log("demo password"))?;
+    }
     Ok(())
+}
+
+/// The `demo_password` marker for `password`: `<salt>:<sha256 hex of salt:password>`.
+pub fn demo_password_marker(password: &str, salt: &str) -> String {
+    format!("{salt}:{}", sha256_hex(&format!("{salt}:{password}")))
+}
+
+/// Is `marker` the fingerprint of `password`?
+pub fn is_demo_password(marker: Option<&str>, password: &str) -> bool {
+    marker
+        .and_then(|m| Some((m, m.split_once(':')?.0)))
+        .is_some_and(|(m, salt)| demo_password_marker(password, salt) == m)
+}
+
+/// The seeded demo users present now: their own id with their own email. A
+/// demo email that belonged to another account first (the bootstrap admin,
+/// a real user) kept that account's id, so it is not among them.
+fn seeded_demo_users(ctx: &Ctx) -> Result<Vec<&'static str>, DbError> {
+    let users = demo_users();
+    let ids: Vec<Val> = users.iter().map(|u| u.id.into()).collect();
+    let marks = vec!["?"; ids.len()].join(", ");
+    let rows = ctx.db.query(&format!("SELECT id, email FROM users WHERE id IN ({marks})"), &ids)?;
+    let mut found = Vec::new();
+    for row in rows {
+        let (id, email) = (row.text(0)?, row.text(1)?);
+        found.extend(users.iter().filter(|u| u.id == id && normalize_email(u.email) == email).map(|u| u.id));
+    }
+    Ok(found)
+}
+
+/// Gives `users` (seeded demo users) the current demo password, then records
+/// its fingerprint. A bootstrap admin's email (configured now, or `earlier`)
+/// is never touched, even if it is a demo email.
+fn apply_demo_password(ctx: &Ctx, users: &[&'static str], bootstrap: Option<&str>) -> Result<(), DbError> {
+    let cfg = ctx.config;
+    for u in demo_users().iter().filter(|u| users.contains(&u.id)) {
+        let email = normalize_email(u.email);
+        if email == cfg.bootstrap_admin_email || Some(email.as_str()) == bootstrap {
+            continue;
+        }
+        let hash = hash_password(&cfg.demo_password, &ctx.random_bytes::<16>());
+        ctx.db.exec(
+            "UPDATE users SET password_hash = ? WHERE id = ? AND email = ?",
+            &[hash.into(), u.id.into(), email.into()],
+        )?;
+    }
+    schema::set_marker(ctx.db, "demo_password", &demo_password_marker(&cfg.demo_password, &ctx.random_hex::<8>()))
 }
 
 fn log(what: &'static str) -> impl Fn(DbError) -> ApiError {
