@@ -9,6 +9,7 @@ pub use ratatoskr_host::runtime_config::StoreLocation;
 pub use ratatoskr_host::sqlite::{SqlValue, SqliteDatabases};
 pub use ratatoskr_host::testing::{respond, streaming, MockUpstream, TestAppOptions};
 
+pub mod openapi;
 mod spin_up;
 
 pub use spin_up::spin_bin;
@@ -79,6 +80,7 @@ impl TestApp {
                 (up.addr, Backend::Spin(up))
             }
         };
+        openapi::register_app(addr);
         Ok(TestApp { addr, backend, databases })
     }
 
@@ -117,6 +119,12 @@ impl TestApp {
     }
 }
 
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        openapi::unregister_app(self.addr);
+    }
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
@@ -132,6 +140,11 @@ pub fn fixture(name: &str) -> PathBuf {
     repo_root().join("tests/fixtures").join(name)
 }
 
+/// The tests' HTTP client. Requests to an app under test go through the
+/// OpenAPI conformance proxy ([`openapi`]), which passes them on unchanged and
+/// checks every `/api/...` and `/admin/v1/...` answer against `static/openapi.yaml`.
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
+    let proxy = openapi::proxy_url();
+    let conformance = reqwest::Proxy::custom(move |url| openapi::proxied(url).then(|| proxy.clone()));
+    reqwest::Client::builder().no_proxy().proxy(conformance).build().unwrap()
 }

@@ -38,6 +38,8 @@ pub fn media_type_for(path: &str) -> MediaType {
         "md" => media("text/markdown; charset=utf-8", true),
         "csv" => media("text/csv; charset=utf-8", true),
         "xml" => media("application/xml", true),
+        // RFC 9512: the OpenAPI document (static/openapi.yaml) among others.
+        "yaml" | "yml" => media("application/yaml", true),
         "svg" => media("image/svg+xml", true),
         "wasm" => media("application/wasm", true),
         "png" => media("image/png", false),
@@ -76,6 +78,8 @@ mod tests {
             ("f.woff2", "font/woff2"),
             ("robots.txt", "text/plain; charset=utf-8"),
             ("m.wasm", "application/wasm"),
+            ("openapi.yaml", "application/yaml"),
+            ("a.yml", "application/yaml"),
         ];
         for (path, expected) in cases {
             assert_eq!(media_type_for(path).content_type, expected, "{path}");
