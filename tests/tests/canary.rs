@@ -168,6 +168,7 @@ const ROUTES: &[(&str, &str, &str, Option<&str>)] = &[
     ("GET", "/api/sessions/s%2F1/tools", "", None),
     ("DELETE", "/api/sessions/s_1/bifrost", "", None),
     ("GET", "/api/nope", "", None),
+    ("GET", "/api/affect/history?agent_id=sindra", "", None),
 ];
 
 /// Status line, every header and the whole body (streams: until they end,
@@ -309,4 +310,32 @@ async fn inv_admin_key_without_an_admin_key_the_consumer_key_still_never_leaks()
     assert!(transcripts.iter().any(|t| t.contains("admin_key_not_configured")));
     assert_keys_were_used(&mock, &keys);
     assert_log_clean(&app, &keys).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inv_admin_key_affect_history_holds_only_redacted_snapshots() {
+    let keys = Keys::random();
+    let (admin, consumer) = (keys.admin.clone(), keys.consumer.clone());
+    let affect = MockUpstream::start(move |r| {
+        let body = serde_json::json!({
+            "agent_id": "sindra",
+            "emitted_at": "2025-01-01T00:00:05Z",
+            "echo": leak(&r, &(admin.clone(), consumer.clone())),
+            "keys": [admin.clone(), consumer.clone()],
+        });
+        async move { respond(200, "application/json", body.to_string()) }
+    })
+    .await;
+    let app = start(app_options(&keys).redirect(AFFECT, &affect).redirect(UPSTREAM, &affect)).await;
+    let history = ("GET", "/api/affect/history?agent_id=sindra", "", None);
+    transcript(&app, ("GET", "/api/affect?agent_id=sindra", "", None)).await;
+    let text = transcript(&app, history).await;
+    assert!(text.contains("\"emitted_at\":\"2025-01-01T00:00:05Z\"") && text.contains("[redacted]"), "{text}");
+    for key in keys.all() {
+        assert!(!text.contains(key), "a key left the server through the history:\n{text}");
+    }
+    let log = app.log();
+    for key in keys.all() {
+        assert!(!log.contains(key), "a key was logged:\n{log}");
+    }
 }

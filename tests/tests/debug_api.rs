@@ -9,6 +9,8 @@
 #[path = "../fixtures/debug-support.rs"]
 mod support;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use component_tests::*;
@@ -429,12 +431,26 @@ async fn admin_events_post_004_client_disconnect_drops_the_upstream_within_1s() 
     drop(upstream);
 }
 
+/// The first block of a relayed stream: its `: t0=<unix ms>` stamp, alone
+/// (docs/console-api.md); keepalives follow it.
+async fn expect_t0(sse: &mut Sse) {
+    match sse.next(2 * SECOND).await {
+        Next::Frame(frame) => {
+            assert!(frame.is_comment(), "{frame:?}");
+            let [t0] = frame.comments.as_slice() else { panic!("{frame:?}") };
+            assert!(t0.strip_prefix("t0=").is_some_and(|ms| ms.parse::<u64>().is_ok()), "{frame:?}");
+        }
+        _ => panic!("no t0 block: {:?}", sse.raw),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn admin_events_keepalive_comments_flow_and_no_heartbeat_event_crosses() {
     let (mock, mut senders) = sse_mock(200).await;
     let app = app_with(&Keys::random(), &mock).await;
     let mut sse = Sse::open(&app, "/api/admin/events?session_id=s_1", None).await;
     let upstream = next_sender(&mut senders).await;
+    expect_t0(&mut sse).await;
     // The upstream chatters faster than the keepalive interval, but only with
     // events the filter drops: the browser still hears a keepalive per interval.
     let chatter = tokio::spawn(async move {
@@ -473,6 +489,7 @@ async fn admin_events_keepalive_on_a_silent_upstream() {
     let app = app_with(&Keys::random(), &mock).await;
     let mut sse = Sse::open(&app, "/api/admin/events", None).await;
     let _upstream = next_sender(&mut senders).await;
+    expect_t0(&mut sse).await;
     let started = Instant::now();
     for _ in 0..2 {
         match sse.next(Duration::from_millis(KEEPALIVE_MS * 4)).await {
@@ -701,6 +718,118 @@ async fn turn_streams_delta_by_delta_with_the_consumer_key() {
     drop(upstream);
 }
 
+// ---- timing stamps on relayed streams (docs/console-api.md) -------------------
+
+fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// A relayed stream's raw text split into its `: t0=` value, its `: t=`
+/// stamps in order, and the rest without the stamps and keepalives. Asserts
+/// the stream opens with `: t0=` and that every event block starts with its
+/// one stamp.
+fn stamps(raw: &str) -> (u64, Vec<u64>, String) {
+    let (first, blocks) = raw.split_once("\n\n").expect("a first block");
+    let t0 = first.strip_prefix(": t0=").unwrap_or_else(|| panic!("no t0 first: {raw:?}")).parse().unwrap();
+    let mut ts = Vec::new();
+    let mut rest = String::new();
+    for block in blocks.split_inclusive("\n\n") {
+        if block == ": keepalive\n\n" {
+            continue;
+        }
+        let (stamp, frame) = block.split_once('\n').unwrap();
+        let t = stamp.strip_prefix(": t=").unwrap_or_else(|| panic!("an unstamped block: {block:?}"));
+        ts.push(t.parse().unwrap());
+        assert!(!frame.contains(": t="), "{block:?}");
+        rest.push_str(frame);
+    }
+    (t0, ts, rest)
+}
+
+fn assert_monotonic(ts: &[u64]) {
+    assert!(ts.windows(2).all(|w| w[0] <= w[1]), "stamps go back: {ts:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn turn_events_carry_monotonic_receive_stamps_and_are_otherwise_unchanged() {
+    let (mock, mut senders) = sse_mock(200).await;
+    let app = app_with(&Keys::random(), &mock).await;
+    let before = unix_ms_now();
+    let response = client()
+        .post(app.url("/api/sessions/s_1/turns"))
+        .header("content-type", "application/json")
+        .body(r#"{"text":"hi"}"#)
+        .send()
+        .await
+        .unwrap();
+    let upstream = next_sender(&mut senders).await;
+    let mut sse = Sse::new(response);
+    let script = [
+        "event: turn.started\ndata: {\"turn_id\":\"t_1\"}\n\n",
+        "event: thinking\ndata: {\"delta\":\"hm\"}\n\n",
+        "event: text\ndata: {\"delta\":\"Hel\"}\n\nevent: text\ndata: {\"delta\":\"lo\"}\ndata: second line\n\n",
+        "event: tool_call\ndata: {\"call_id\":\"c1\",\"name\":\"web_search\",\"arguments\":{\"query\":\"q\"}}\n\n",
+        "event: done\ndata: {\"turn_id\":\"t_1\",\"usage\":{\"input_tokens\":1,\"output_tokens\":2},\"finish_reason\":\"stop\"}\n\n",
+    ];
+    for (i, part) in script.iter().enumerate() {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_millis(120)).await;
+        }
+        push(&upstream, part);
+    }
+    assert_eq!(sse.rest(2 * SECOND).await.len(), 6);
+    let after = unix_ms_now();
+    let (t0, ts, events) = stamps(&sse.raw);
+    assert!(t0 + 5_000 >= before && t0 <= after + 5_000, "t0 {t0} is the wall clock ({before}..{after})");
+    assert_eq!(events, script.concat(), "the events, byte for byte, apart from the stamps");
+    assert_eq!(ts.len(), 6);
+    assert_monotonic(&ts);
+    // The upstream's pauses (4 x 120 ms) show in the proxy's receive times.
+    assert!(ts[5] - ts[0] >= 400, "{ts:?}");
+    assert!(ts[5] <= after - before + 1_000, "{ts:?}");
+    drop(upstream);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn admin_events_carry_monotonic_receive_stamps_and_are_otherwise_unchanged() {
+    let (mock, mut senders) = sse_mock(200).await;
+    let app = app_with(&Keys::random(), &mock).await;
+    let mut sse = Sse::open(&app, "/api/admin/events?session_id=s_1", None).await;
+    let upstream = next_sender(&mut senders).await;
+    let event = |id: u64, kind: &str, session: &str| {
+        format!("id: {id}\nevent: {kind}\ndata: {{\"session_id\":\"{session}\",\"timestamp\":\"2025-01-01T00:00:0{id}Z\"}}\n\n")
+    };
+    let kept = |id: u64, kind: &str| {
+        format!(
+            "event: admin_event\nid: {id}\ndata: {{\"id\":{id},\"type\":\"{kind}\",\"timestamp\":\"2025-01-01T00:00:0{id}Z\",\"data\":{{\"session_id\":\"s_1\",\"timestamp\":\"2025-01-01T00:00:0{id}Z\"}}}}\n\n"
+        )
+    };
+    let script = [
+        format!("{}{}", event(1, "turn.started", "s_1"), "id: 2\nevent: system.heartbeat\ndata: {}\n\n"),
+        event(3, "turn.started", "s_2"),
+        format!("{}{}", event(4, "turn.completed", "s_1"), event(5, "key.rotated", "s_1")),
+        event(6, "session.closed", "s_1"),
+    ];
+    for (i, part) in script.iter().enumerate() {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_millis(120)).await;
+        }
+        push(&upstream, part);
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    drop(upstream); // a dropped firehose ends with its stream_error
+    let frames = sse.rest(3 * SECOND).await;
+    assert_eq!(frames.iter().map(Frame::name).collect::<Vec<_>>().last(), Some(&"stream_error"));
+    let (_, ts, rest) = stamps(&sse.raw);
+    let expected =
+        [kept(1, "turn.started"), kept(4, "turn.completed"), kept(5, "key.rotated"), kept(6, "session.closed")];
+    let tail = rest.strip_prefix(&expected.concat()).unwrap_or_else(|| panic!("{rest:?}"));
+    assert!(tail.starts_with("event: stream_error\ndata: {") && tail.matches("\n\n").count() == 1, "{tail:?}");
+    assert_eq!(ts.len(), 5, "four kept events and the stream_error");
+    assert_monotonic(&ts);
+    assert!(ts[3] - ts[0] >= 300, "{ts:?}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn turn_dropped_stream_ends_with_one_typed_error_event() {
     let (mock, mut senders) = sse_mock(200).await;
@@ -796,6 +925,124 @@ async fn affect_is_read_without_credentials_and_404_is_typed() {
     get(&app, "/api/affect?agent_id=..%2Fadmin").await.assert_error(400, "invalid_agent_id");
     get(&app, "/api/affect?agent_id=sindra%26x%3D1").await.assert_error(400, "invalid_agent_id");
     assert_eq!(none.requests().len(), 1);
+}
+
+// ---- durable affect history (GET /api/affect/history) ------------------------
+
+/// `2025-01-01T00:00:00Z` plus `second` seconds.
+fn emitted_at(second: u64) -> String {
+    format!("2025-01-01T{:02}:{:02}:{:02}Z", second / 3600, second / 60 % 60, second % 60)
+}
+
+fn snapshot_at(second: u64) -> String {
+    format!(
+        r#"{{"agent_id":"sindra","emitted_at":"{}","pad":{{"pleasure":0.25,"arousal":-0.5,"dominance":0.125}},"relations":[]}}"#,
+        emitted_at(second)
+    )
+}
+
+/// An affect upstream answering the snapshot emitted at `clock` seconds; with
+/// `advance` set, every request moves the clock on by one (distinct snapshots).
+async fn affect_mock(clock: Arc<AtomicU64>, advance: Arc<AtomicBool>) -> MockUpstream {
+    MockUpstream::start(move |_| {
+        let second = if advance.load(SeqCst) { clock.fetch_add(1, SeqCst) } else { clock.load(SeqCst) };
+        async move { respond(200, "application/json", snapshot_at(second)) }
+    })
+    .await
+}
+
+async fn history_app(clock: u64, advance: bool) -> (TestApp, MockUpstream, Arc<AtomicU64>, Arc<AtomicBool>) {
+    let (clock, advance) = (Arc::new(AtomicU64::new(clock)), Arc::new(AtomicBool::new(advance)));
+    let affect = affect_mock(clock.clone(), advance.clone()).await;
+    let upstream = json_mock(500, "{}").await;
+    let app = start(app_options(&Keys::random()).redirect(UPSTREAM, &upstream).redirect(AFFECT, &affect)).await;
+    (app, affect, clock, advance)
+}
+
+/// The `emitted_at` of every snapshot in the agent's history, in order.
+async fn history(app: &TestApp, agent_id: &str) -> Vec<String> {
+    let answer = get(app, &format!("/api/affect/history?agent_id={agent_id}")).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(answer.header("content-type").starts_with("application/json"));
+    let v = answer.json();
+    assert_eq!(v["agent_id"], agent_id);
+    v["snapshots"].as_array().unwrap().iter().map(|s| s["emitted_at"].as_str().unwrap().to_string()).collect()
+}
+
+/// `count` affect reads of `sindra`, all in flight at once, each from its own task.
+async fn concurrent_affect_reads(app: &TestApp, count: usize) {
+    let url = app.url("/api/affect?agent_id=sindra");
+    let tasks: Vec<_> = (0..count)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { client().get(url).send().await.unwrap().status().as_u16() })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), 200);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn affect_history_survives_across_requests_deduped_by_emitted_at_newest_last() {
+    let (app, affect, clock, _) = history_app(100, false).await;
+    assert!(history(&app, "sindra").await.is_empty());
+    for _ in 0..3 {
+        assert_eq!(get(&app, "/api/affect?agent_id=sindra").await.status, 200);
+    }
+    assert_eq!(history(&app, "sindra").await, [emitted_at(100)], "the same emitted_at three times is one snapshot");
+    for second in [200, 50, 200] {
+        clock.store(second, SeqCst);
+        assert_eq!(get(&app, "/api/affect?agent_id=sindra").await.status, 200);
+    }
+    assert_eq!(history(&app, "sindra").await, [emitted_at(50), emitted_at(100), emitted_at(200)]);
+    // Each snapshot is the text the browser got, byte for byte.
+    let answer = get(&app, "/api/affect/history?agent_id=sindra").await;
+    let expected = format!(
+        r#"{{"agent_id":"sindra","snapshots":[{},{},{}]}}"#,
+        snapshot_at(50),
+        snapshot_at(100),
+        snapshot_at(200)
+    );
+    assert_eq!(answer.body, expected);
+    // Per agent; reads of the history never call the upstream.
+    assert!(history(&app, "brokkr").await.is_empty());
+    assert_eq!(affect.requests().len(), 6);
+    // Typed errors.
+    get(&app, "/api/affect/history").await.assert_error(400, "missing_agent_id");
+    for bad in ["", "..%2Fsindra", "sindra%3Ax", "a%20b", &"a".repeat(65)] {
+        get(&app, &format!("/api/affect/history?agent_id={bad}")).await.assert_error(400, "invalid_agent_id");
+    }
+    let answer = post_json(&app, "/api/affect/history?agent_id=sindra", "{}").await;
+    answer.assert_error(405, "method_not_allowed");
+    assert_eq!(answer.header("allow"), "GET");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn affect_history_keeps_the_newest_500_snapshots_per_agent() {
+    let (app, _affect, _, _) = history_app(0, true).await;
+    // 501 distinct snapshots, emitted at 0..=500 s, read 8 at a time.
+    for _ in 0..(501 / 8) {
+        concurrent_affect_reads(&app, 8).await;
+    }
+    concurrent_affect_reads(&app, 501 % 8).await;
+    let got = history(&app, "sindra").await;
+    assert_eq!(got.len(), 500);
+    assert_eq!(got, (1..=500).map(emitted_at).collect::<Vec<_>>(), "the oldest was dropped, newest last");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn affect_history_concurrent_pollers_lose_and_duplicate_nothing() {
+    let (app, _affect, clock, advance) = history_app(1_000, true).await;
+    // Distinct snapshots from many tasks at once: every one is kept, once.
+    concurrent_affect_reads(&app, 48).await;
+    // Many pollers of one snapshot at once (two browsers, and more): one entry.
+    advance.store(false, SeqCst);
+    clock.store(2_000, SeqCst);
+    concurrent_affect_reads(&app, 24).await;
+    let mut expected: Vec<String> = (1_000..1_048).map(emitted_at).collect();
+    expected.push(emitted_at(2_000));
+    assert_eq!(history(&app, "sindra").await, expected);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -11,8 +11,9 @@ use serde_json::{json, Map, Value};
 use sse::StreamError;
 
 use crate::error;
+use crate::history::{self, Entry};
 use crate::redact::Redactor;
-use crate::relay::{AdminRelay, Relay, TurnRelay};
+use crate::relay::{self, AdminRelay, Relay, TurnRelay};
 use crate::routes::{self, Route};
 use crate::upstream::UpstreamUrl;
 
@@ -148,6 +149,14 @@ pub struct Call {
 pub struct Reply {
     pub status: u16,
     pub body: String,
+    /// An affect snapshot to add to the durable history ([`history::remember`]).
+    pub remember: Option<Entry>,
+}
+
+impl Reply {
+    fn json(status: u16, body: String) -> Reply {
+        Reply { status, body, remember: None }
+    }
 }
 
 /// What to do for a request.
@@ -157,6 +166,8 @@ pub enum Plan {
     /// An event stream relayed from the upstream ([`Stream::open`]); its
     /// relay holds a parser's buffers, so it is boxed.
     Stream(Box<Stream>),
+    /// `GET /api/affect/history`: this agent's log, [`history::read`].
+    History { agent_id: String },
 }
 
 /// The route, its variables and its body in; a plan or a typed answer out.
@@ -225,9 +236,15 @@ pub fn plan(
             // No key goes to Worldtree.
             let mut call = config.get(affect.with_query("agent_id", &routes::encode_query_value(&agent_id)), None);
             (call.https, call.authority) = (affect.https, affect.authority);
-            config.fetch(call, Expect::Affect)
+            config.fetch(call, Expect::Affect(agent_id))
         }
+        Route::AffectHistory { agent_id } => Plan::History { agent_id },
     })
+}
+
+/// The history store could not be read.
+pub fn history_unavailable() -> ApiError {
+    ApiError::new(503, "affect_history_unavailable", "the affect history store is unavailable")
 }
 
 /// A browser's JSON body: the JSON content type only (a cross-site form
@@ -273,8 +290,9 @@ enum Expect {
     Json(&'static str),
     /// Any 2xx is `202 {}`; else the envelope with this code.
     Accepted(&'static str),
-    /// As `Json("affect_unavailable")`, but a 404 is `affect_not_found`.
-    Affect,
+    /// As `Json("affect_unavailable")`, but a 404 is `affect_not_found`; a
+    /// snapshot passed on is remembered for this agent.
+    Affect(String),
     /// `/api/config`: this base plus the agent list, or why there is none.
     Config(Value),
 }
@@ -294,21 +312,28 @@ impl Fetch {
         answer: Result<u16, TransportFailure>,
         read: impl FnOnce(usize) -> Result<Vec<u8>, TransportFailure>,
     ) -> Result<Reply, ApiError> {
-        let json = |code| json_answer(answer, read, code, &self.redactor).map(|(status, body)| Reply { status, body });
+        let json =
+            |code| json_answer(answer, read, code, &self.redactor).map(|(status, body)| Reply::json(status, body));
         match self.expect {
             Expect::Json(code) => json(code),
             Expect::Accepted(code) => match answer.map_err(error::transport)? {
-                200..=299 => Ok(Reply { status: 202, body: "{}".to_string() }),
+                200..=299 => Ok(Reply::json(202, "{}".to_string())),
                 status => Err(error::upstream_status(code, status)),
             },
-            Expect::Affect if answer == Ok(404) => {
+            Expect::Affect(_) if answer == Ok(404) => {
                 Err(ApiError::new(404, "affect_not_found", "no affect snapshot for this agent yet").with("status", 404))
             }
-            Expect::Affect => json("affect_unavailable"),
+            Expect::Affect(agent_id) => {
+                let mut reply = json("affect_unavailable")?;
+                if reply.status == 200 {
+                    reply.remember = history::entry(&agent_id, &reply.body);
+                }
+                Ok(reply)
+            }
             Expect::Config(mut body) => {
                 // Nothing lost: if the agent list fails, the console says why.
                 match json("agents_unavailable") {
-                    Ok(Reply { status: 200, body: text }) => {
+                    Ok(Reply { status: 200, body: text, .. }) => {
                         match serde_json::from_str::<Value>(&text).ok().and_then(|v| v.get("agents").cloned()) {
                             Some(Value::Array(list)) => body["agents"] = Value::Array(list),
                             _ => body["agents_error"] = json!({ "error_code": "upstream_malformed" }),
@@ -319,7 +344,7 @@ impl Fetch {
                     }
                     Err(e) => body["agents_error"] = json!({ "error_code": e.code, "status": e.fields.get("status") }),
                 }
-                Ok(Reply { status: 200, body: body.to_string() })
+                Ok(Reply::json(200, body.to_string()))
             }
         }
     }
@@ -358,8 +383,9 @@ pub struct Stream {
     relay: Relay,
 }
 
-/// An event stream to start: `first` goes out at once; then, with a relay,
-/// the upstream body is pumped through it.
+/// An event stream to start: `first` goes out at once (the `: t0=` stamp,
+/// and for an admin stream that failed to open, its `stream_error`); then,
+/// with a relay, the upstream body is pumped through it.
 pub struct Opened {
     pub first: String,
     pub relay: Option<Relay>,
@@ -368,17 +394,26 @@ pub struct Opened {
 impl Stream {
     /// From the upstream's status (or why there was none): a turn that
     /// cannot start is an envelope; the admin stream always starts, and its
-    /// failures are one `stream_error` frame inside it.
-    pub fn open(self, answer: Result<u16, TransportFailure>) -> Result<Opened, ApiError> {
+    /// failures are one `stream_error` frame inside it. `unix_ms` is the wall
+    /// clock now, the stream's `t0`.
+    pub fn open(self, answer: Result<u16, TransportFailure>, unix_ms: u64) -> Result<Opened, ApiError> {
         let mut first = String::new();
-        match (self.relay, answer) {
-            (relay, Ok(200)) => return Ok(Opened { first, relay: Some(relay) }),
+        let relay = match (self.relay, answer) {
+            (relay, Ok(200)) => Some(relay),
             (Relay::Turn(_), Ok(status)) => return Err(error::upstream_status("turn_unavailable", status)),
             (Relay::Turn(_), Err(failure)) => return Err(error::transport(failure)),
-            (Relay::Admin(mut relay), Ok(status)) => relay.fail(StreamError::UpstreamStatus { status }, &mut first),
-            (Relay::Admin(mut relay), Err(_)) => relay.fail(StreamError::ConnectFailed, &mut first),
-        }
-        Ok(Opened { first, relay: None })
+            (Relay::Admin(mut relay), answer) => {
+                relay::start(&mut first, unix_ms);
+                let err = match answer {
+                    Ok(status) => StreamError::UpstreamStatus { status },
+                    Err(_) => StreamError::ConnectFailed,
+                };
+                relay.fail(err, 0, &mut first);
+                return Ok(Opened { first, relay: None });
+            }
+        };
+        relay::start(&mut first, unix_ms);
+        Ok(Opened { first, relay })
     }
 }
 
@@ -539,7 +574,7 @@ mod tests {
         assert_eq!((call.timeout, call.streaming), (Duration::from_millis(300), false));
         // The upstream's status passes through; a refusal keeps its status.
         let ok = plan.finish(Ok(201), |_| Ok(br#"{"session_id":"s_1"}"#.to_vec())).unwrap();
-        assert_eq!(ok, Reply { status: 201, body: r#"{"session_id":"s_1"}"#.into() });
+        assert_eq!(ok, Reply::json(201, r#"{"session_id":"s_1"}"#.into()));
         let refused = fetch(run(&h, br#"{"agent_id":"sindra"}"#)).finish(Ok(409), |_| panic!("not read"));
         let e = refused.unwrap_err();
         assert_eq!((e.status, e.code, &e.fields["status"]), (409, "session_create_failed", &json!(409)));
@@ -674,7 +709,7 @@ mod tests {
         let cancel = || fetch(run(&head("POST", "/sessions/s_1/turns/t_1/cancel", ""), b""));
         for status in [200, 202, 204] {
             let reply = cancel().finish(Ok(status), |_| panic!("the body is not read")).unwrap();
-            assert_eq!(reply, Reply { status: 202, body: "{}".into() });
+            assert_eq!(reply, Reply::json(202, "{}".into()));
         }
         let e = cancel().finish(Ok(404), |_| panic!()).unwrap_err();
         assert_eq!((e.status, e.code), (404, "cancel_unavailable"));
@@ -689,9 +724,19 @@ mod tests {
         assert_eq!((e.status, e.code, &e.fields["status"]), (404, "affect_not_found", &json!(404)));
         let e = affect().finish(Ok(500), |_| panic!()).unwrap_err();
         assert_eq!((e.status, e.code), (500, "affect_unavailable"));
-        let snapshot = r#"{"agent_id":"sindra","emitted_at":"2025-01-01T00:00:05Z"}"#;
+        let snapshot = format!(r#"{{"agent_id":"sindra","emitted_at":"2025-01-01T00:00:05Z","echo":"{ADMIN}"}}"#);
         let reply = affect().finish(Ok(200), |_| Ok(snapshot.as_bytes().to_vec())).unwrap();
-        assert_eq!(reply, Reply { status: 200, body: snapshot.into() });
+        let redacted = snapshot.replace(ADMIN, "[redacted]");
+        assert_eq!((reply.status, reply.body.as_str()), (200, redacted.as_str()));
+        // The snapshot passed on, redacted, is the one remembered, under the queried agent.
+        let remembered = reply.remember.unwrap();
+        assert_eq!((remembered.agent_id.as_str(), remembered.value.as_str()), ("sindra", redacted.as_str()));
+        // A 2xx that is not 200, or a snapshot without a timestamp, is not remembered.
+        assert_eq!(affect().finish(Ok(203), |_| Ok(snapshot.as_bytes().to_vec())).unwrap().remember, None);
+        assert_eq!(affect().finish(Ok(200), |_| Ok(b"{}".to_vec())).unwrap().remember, None);
+        let h = run(&head("GET", "/affect/history", "agent_id=sindra"), b"");
+        assert!(matches!(h, Ok(Plan::History { agent_id }) if agent_id == "sindra"));
+        assert_eq!(code(run(&head("GET", "/affect/history", "agent_id=a%20b"), b"")), (400, "invalid_agent_id"));
         assert_eq!(code(run(&head("GET", "/affect", ""), b"")), (400, "missing_agent_id"));
         assert_eq!(code(run(&head("GET", "/affect", "agent_id=..%2Fx"), b"")), (400, "invalid_agent_id"));
     }
@@ -734,25 +779,27 @@ mod tests {
     #[test]
     fn a_turn_that_cannot_start_is_an_envelope_and_an_admin_stream_always_starts() {
         let turn = || stream(run(&head("POST", "/sessions/s_1/turns", ""), br#"{"text":"hi"}"#));
-        let opened = turn().open(Ok(200)).unwrap();
-        assert!(opened.first.is_empty() && matches!(opened.relay, Some(Relay::Turn(_))));
-        let e = turn().open(Ok(403)).err().unwrap();
+        let opened = turn().open(Ok(200), 1_764_000_000_123).unwrap();
+        assert_eq!(opened.first, ": t0=1764000000123\n\n");
+        assert!(matches!(opened.relay, Some(Relay::Turn(_))));
+        let e = turn().open(Ok(403), 0).err().unwrap();
         assert_eq!((e.status, e.code, &e.fields["status"]), (403, "turn_unavailable", &json!(403)));
-        assert_eq!(turn().open(Ok(201)).err().unwrap().status, 502);
-        assert_eq!(turn().open(Err(TransportFailure::Timeout)).err().unwrap().code, "upstream_timeout");
+        assert_eq!(turn().open(Ok(201), 0).err().unwrap().status, 502);
+        assert_eq!(turn().open(Err(TransportFailure::Timeout), 0).err().unwrap().code, "upstream_timeout");
 
         let admin = || stream(run(&head("GET", "/admin/events", ""), b""));
-        assert!(matches!(admin().open(Ok(200)).unwrap().relay, Some(Relay::Admin(_))));
-        let refused = admin().open(Ok(503)).unwrap();
+        assert!(matches!(admin().open(Ok(200), 5).unwrap().relay, Some(Relay::Admin(_))));
+        let refused = admin().open(Ok(503), 5).unwrap();
         assert!(refused.relay.is_none());
         let data = |frames: &str| -> Value {
             assert_eq!(frames.matches("event:").count(), 1, "{frames}");
-            let data = frames.strip_prefix("event: stream_error\ndata: ").unwrap().strip_suffix("\n\n").unwrap();
+            let frame = frames.strip_prefix(": t0=5\n\n: t=0\n").unwrap();
+            let data = frame.strip_prefix("event: stream_error\ndata: ").unwrap().strip_suffix("\n\n").unwrap();
             serde_json::from_str(data).unwrap()
         };
         let v = data(&refused.first);
         assert_eq!((&v["reason"], &v["status"]), (&json!("upstream_status"), &json!(503)));
-        let unreachable = admin().open(Err(TransportFailure::Unreachable)).unwrap();
+        let unreachable = admin().open(Err(TransportFailure::Unreachable), 5).unwrap();
         assert_eq!(data(&unreachable.first)["reason"], "connect_failed");
     }
 }

@@ -5,6 +5,7 @@
 //! send keepalives), which drops the upstream request.
 
 use std::cell::RefCell;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use guest_http::{
     call, header, path_and_query, pump, read_request_body, send_error, send_json, start_sse, Outgoing, Pump, Step,
@@ -12,10 +13,12 @@ use guest_http::{
 };
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
+use spin_sdk::key_value::Store;
 use spin_sdk::variables;
 use sse::KEEPALIVE;
 
 use crate::core::{self, Call, Head, Method, Plan};
+use crate::history::{self, Kv, KvError};
 use crate::relay::RelayFlow;
 
 #[http_component]
@@ -39,14 +42,29 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
             let quiet = Some(fetch.call.timeout);
             let read = |limit| answer.as_ref().map_err(|f| *f).and_then(|up| up.read_to_end(limit, quiet));
             match fetch.finish(status(&answer), read) {
-                Ok(reply) => send_json(out, reply.status, &reply.body, &[]),
+                Ok(reply) => {
+                    // The history is a record, not the answer: its failure never fails the read.
+                    if let Some(entry) = &reply.remember {
+                        let _ = SpinKv::open().and_then(|kv| history::remember(&kv, entry));
+                    }
+                    send_json(out, reply.status, &reply.body, &[]);
+                }
                 Err(e) => send_error(out, &e),
             }
         }
+        Ok(Plan::History { agent_id }) => match SpinKv::open().and_then(|kv| history::read(&kv, &agent_id)) {
+            Ok(body) => send_json(out, 200, &body, &[]),
+            Err(KvError) => send_error(out, &core::history_unavailable()),
+        },
         Ok(Plan::Stream(stream)) => {
             let answer = call(&outgoing(&stream.call));
             let keepalive = stream.keepalive;
-            let opened = match stream.open(status(&answer)) {
+            // The stream's clocks: `: t0=` is the wall clock now, every `: t=` the
+            // monotonic milliseconds since (see relay.rs).
+            let opened_at = Instant::now();
+            let unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+            let ms = || opened_at.elapsed().as_millis() as u64;
+            let opened = match stream.open(status(&answer), unix_ms) {
                 Ok(opened) => opened,
                 Err(e) => return send_error(out, &e),
             };
@@ -57,11 +75,11 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
             if let (Some(relay), Ok(upstream)) = (opened.relay, &answer) {
                 let relay = RefCell::new(relay);
                 let rules = Pump { keepalive: Some((keepalive, KEEPALIVE)), idle_limit: None };
-                let on_chunk = |chunk: &[u8], out: &mut String| match relay.borrow_mut().feed(chunk, out) {
+                let on_chunk = |chunk: &[u8], out: &mut String| match relay.borrow_mut().feed(chunk, ms(), out) {
                     RelayFlow::Continue => Step::Continue,
                     RelayFlow::Ended => Step::Stop,
                 };
-                pump(&upstream.stream, &body, rules, on_chunk, |out| relay.borrow_mut().finish(out));
+                pump(&upstream.stream, &body, rules, on_chunk, |out| relay.borrow_mut().finish(ms(), out));
             }
             body.finish();
         }
@@ -90,5 +108,32 @@ fn outgoing(c: &Call) -> Outgoing<'_> {
             first_byte: c.timeout,
             between_bytes: (!c.streaming).then(|| c.timeout.saturating_mul(2)),
         },
+    }
+}
+
+/// Spin's `default` key-value store as the history's [`Kv`].
+struct SpinKv(Store);
+
+impl SpinKv {
+    fn open() -> Result<SpinKv, KvError> {
+        Store::open_default().map(SpinKv).map_err(|_| KvError)
+    }
+}
+
+impl Kv for SpinKv {
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
+        self.0.get(key).map_err(|_| KvError)
+    }
+    fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
+        self.0.set(key, value).map_err(|_| KvError)
+    }
+    fn delete(&self, key: &str) -> Result<(), KvError> {
+        self.0.delete(key).map_err(|_| KvError)
+    }
+    fn exists(&self, key: &str) -> Result<bool, KvError> {
+        self.0.exists(key).map_err(|_| KvError)
+    }
+    fn keys(&self) -> Result<Vec<String>, KvError> {
+        self.0.get_keys().map_err(|_| KvError)
     }
 }

@@ -10,11 +10,13 @@
 //! - [`routes`]: route table and validation of every browser-supplied value.
 //! - [`error`]: the API's `{"error_code": ...}` envelopes (the kit's `ApiError`).
 //! - [`relay`]: the turn-stream relay and the admin relay (`sse::AdminEventFilter`).
+//! - [`history`]: the durable affect history (one key-value key per snapshot).
 //! - [`redact`]: keys in an upstream body never leave the server.
 //! - [`upstream`]: upstream URL handling.
 
 pub mod core;
 pub mod error;
+pub mod history;
 pub mod redact;
 pub mod relay;
 pub mod routes;

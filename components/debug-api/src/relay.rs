@@ -6,6 +6,15 @@
 //!   instead of a turn that silently never finishes.
 //! - [`AdminRelay`]: the admin firehose through `sse::AdminEventFilter`
 //!   (INV-FILTER), redacted whole frames at a time.
+//!
+//! Timing stamps: every event frame a relay writes is preceded, inside its
+//! block, by an SSE comment line with the proxy's receive time, `: t=<ms>`,
+//! milliseconds since the stream opened (monotonic), and the stream starts with
+//! one `: t0=<unix ms>` block, the wall clock at that moment ([`start`]).
+//! Comments are not events: EventSource and the console's reader ignore them
+//! unless asked, and event names and data are unchanged byte for byte.
+
+use std::fmt::Write;
 
 use sse::{encode_event, AdminEventFilter, Flow, Item, Parser, StreamError};
 
@@ -20,7 +29,28 @@ pub enum RelayFlow {
     Ended,
 }
 
-/// One of the two relays, as the handler's pump drives it.
+/// The first block of every relayed stream: `: t0=<unix ms>`, the wall
+/// clock when the stream opened (the origin of every later `: t=`).
+pub fn start(out: &mut String, unix_ms: u64) {
+    let _ = write!(out, ": t0={unix_ms}\n\n");
+}
+
+/// The receive-time stamp line that precedes an event frame, in its block.
+fn stamp(out: &mut String, ms: u64) {
+    let _ = writeln!(out, ": t={ms}");
+}
+
+/// Appends whole frames (each ending in a blank line; an encoded frame has
+/// no blank line inside), each preceded by its stamp.
+fn push_stamped(out: &mut String, ms: u64, frames: &str) {
+    for frame in frames.split_inclusive("\n\n") {
+        stamp(out, ms);
+        out.push_str(frame);
+    }
+}
+
+/// One of the two relays, as the handler's pump drives it. `ms` is the
+/// receive time: milliseconds since the stream opened.
 pub enum Relay {
     Turn(TurnRelay),
     Admin(AdminRelay),
@@ -28,18 +58,18 @@ pub enum Relay {
 
 impl Relay {
     /// Appends to `out` every frame the chunk completes.
-    pub fn feed(&mut self, chunk: &[u8], out: &mut String) -> RelayFlow {
+    pub fn feed(&mut self, chunk: &[u8], ms: u64, out: &mut String) -> RelayFlow {
         match self {
-            Relay::Turn(relay) => relay.feed(chunk, out),
-            Relay::Admin(relay) => relay.feed(chunk, out),
+            Relay::Turn(relay) => relay.feed(chunk, ms, out),
+            Relay::Admin(relay) => relay.feed(chunk, ms, out),
         }
     }
 
     /// The upstream body ended or broke.
-    pub fn finish(&mut self, out: &mut String) {
+    pub fn finish(&mut self, ms: u64, out: &mut String) {
         match self {
-            Relay::Turn(relay) => relay.finish(out),
-            Relay::Admin(relay) => relay.finish(out),
+            Relay::Turn(relay) => relay.finish(ms, out),
+            Relay::Admin(relay) => relay.finish(ms, out),
         }
     }
 }
@@ -56,11 +86,11 @@ impl AdminRelay {
         Self { filter: AdminEventFilter::new(session_id), redactor, frames: String::new() }
     }
 
-    pub fn feed(&mut self, chunk: &[u8], out: &mut String) -> RelayFlow {
+    pub fn feed(&mut self, chunk: &[u8], ms: u64, out: &mut String) -> RelayFlow {
         self.frames.clear();
         let flow = self.filter.feed(chunk, &mut self.frames);
         // Whole frames only, so a key cannot straddle two chunks (INV-ADMIN-KEY).
-        out.push_str(&self.redactor.redact(&self.frames));
+        push_stamped(out, ms, &self.redactor.redact(&self.frames));
         match flow {
             Flow::Continue => RelayFlow::Continue,
             Flow::Stop(_) => RelayFlow::Ended,
@@ -68,13 +98,17 @@ impl AdminRelay {
     }
 
     /// A healthy firehose never ends: its end is `connection_dropped`.
-    pub fn finish(&mut self, out: &mut String) {
-        let _ = self.filter.finish(out);
+    pub fn finish(&mut self, ms: u64, out: &mut String) {
+        self.frames.clear();
+        let _ = self.filter.finish(&mut self.frames);
+        push_stamped(out, ms, &self.frames);
     }
 
     /// Ends the stream for a reason found before any upstream byte.
-    pub fn fail(&mut self, err: StreamError, out: &mut String) {
-        let _ = self.filter.fail(err, out);
+    pub fn fail(&mut self, err: StreamError, ms: u64, out: &mut String) {
+        self.frames.clear();
+        let _ = self.filter.fail(err, &mut self.frames);
+        push_stamped(out, ms, &self.frames);
     }
 }
 
@@ -95,8 +129,8 @@ impl TurnRelay {
         self.turn_id.as_deref()
     }
 
-    /// Appends to `out` every event the chunk completes.
-    pub fn feed(&mut self, chunk: &[u8], out: &mut String) -> RelayFlow {
+    /// Appends to `out` every event the chunk completes, each stamped `ms`.
+    pub fn feed(&mut self, chunk: &[u8], ms: u64, out: &mut String) -> RelayFlow {
         if self.ended {
             return RelayFlow::Ended;
         }
@@ -114,6 +148,7 @@ impl TurnRelay {
             let data = redactor.redact(&event.data);
             // The name is upstream text too.
             let name = redactor.redact(&event.event);
+            stamp(out, ms);
             // The parser never yields CR/LF/NUL in a name, so this cannot fail.
             let _ = encode_event(out, Some(&name), None, &data);
             if TERMINAL_EVENTS.contains(&event.event.as_str()) {
@@ -121,7 +156,7 @@ impl TurnRelay {
             }
         });
         if result.is_err() && !self.ended {
-            return self.fail("upstream_event_too_large", "the turn stream sent an oversized event", out);
+            return self.fail("upstream_event_too_large", "the turn stream sent an oversized event", ms, out);
         }
         if self.ended {
             RelayFlow::Ended
@@ -132,15 +167,16 @@ impl TurnRelay {
 
     /// The upstream body ended (or broke). Without a terminal event, that is
     /// a dropped turn, and the browser gets a typed `error` event.
-    pub fn finish(&mut self, out: &mut String) {
+    pub fn finish(&mut self, ms: u64, out: &mut String) {
         if !self.ended {
-            self.fail("upstream_stream_dropped", "the turn stream ended before the turn finished", out);
+            self.fail("upstream_stream_dropped", "the turn stream ended before the turn finished", ms, out);
         }
     }
 
-    fn fail(&mut self, code: &str, message: &str, out: &mut String) -> RelayFlow {
+    fn fail(&mut self, code: &str, message: &str, ms: u64, out: &mut String) -> RelayFlow {
         self.ended = true;
         let data = serde_json::json!({ "code": code, "message": message }).to_string();
+        stamp(out, ms);
         let _ = encode_event(out, Some("error"), None, &data);
         RelayFlow::Ended
     }
@@ -171,15 +207,15 @@ mod tests {
         let mut out = String::new();
         // Byte by byte: chunk boundaries never matter.
         let mut flow = RelayFlow::Continue;
-        for b in upstream.as_bytes() {
-            flow = relay.feed(std::slice::from_ref(b), &mut out);
+        for (ms, b) in upstream.as_bytes().iter().enumerate() {
+            flow = relay.feed(std::slice::from_ref(b), ms as u64, &mut out);
         }
         assert_eq!(flow, RelayFlow::Ended);
         let names: Vec<_> = events(&out).into_iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["turn.started", "thinking", "text", "done"]);
         assert_eq!(relay.turn_id(), Some("t_1"));
         let before = out.len();
-        relay.finish(&mut out);
+        relay.finish(999, &mut out);
         assert_eq!(out.len(), before, "no error after a terminal event");
     }
 
@@ -187,8 +223,8 @@ mod tests {
     fn a_dropped_stream_ends_with_one_typed_error() {
         let mut relay = TurnRelay::new(Redactor::default());
         let mut out = String::new();
-        relay.feed(b"event: text\ndata: {\"delta\":\"partial\"}\n\nevent: text\ndata: {\"del", &mut out);
-        relay.finish(&mut out);
+        relay.feed(b"event: text\ndata: {\"delta\":\"partial\"}\n\nevent: text\ndata: {\"del", 1, &mut out);
+        relay.finish(2, &mut out);
         let evs = events(&out);
         assert_eq!(evs.len(), 2);
         assert_eq!(evs[1].0, "error");
@@ -202,8 +238,8 @@ mod tests {
         let mut out = String::new();
         // Parsed, this event's data holds a line break followed by "event: done";
         // re-encoded, that text stays data.
-        relay.feed(b"event: text\ndata: {\"delta\":\"a\"}\ndata: event: done\ndata: sekrit-admin-key\n\n", &mut out);
-        relay.feed(b"event: sekrit-admin-key\ndata: {}\n\n", &mut out);
+        relay.feed(b"event: text\ndata: {\"delta\":\"a\"}\ndata: event: done\ndata: sekrit-admin-key\n\n", 0, &mut out);
+        relay.feed(b"event: sekrit-admin-key\ndata: {}\n\n", 0, &mut out);
         assert!(!out.contains("sekrit-admin-key"));
         let evs = events(&out);
         assert_eq!(evs.len(), 2);
@@ -211,5 +247,100 @@ mod tests {
         assert_eq!(evs[0].0, "text");
         assert_eq!(evs[0].1, "{\"delta\":\"a\"}\nevent: done\n[redacted]");
         assert!(!out.contains("\nevent: done\n"), "{out:?}");
+    }
+
+    /// `out` without its `: t=` stamp lines, and the stamps in order.
+    fn unstamp(out: &str) -> (String, Vec<u64>) {
+        let mut rest = String::new();
+        let mut stamps = Vec::new();
+        for line in out.split_inclusive('\n') {
+            match line.strip_prefix(": t=") {
+                Some(ms) => stamps.push(ms.trim_end().parse().unwrap()),
+                None => rest.push_str(line),
+            }
+        }
+        (rest, stamps)
+    }
+
+    /// Every event frame of `out` starts with its stamp line.
+    fn every_frame_is_stamped(out: &str) {
+        for block in out.split_terminator("\n\n") {
+            if block.starts_with(": t0=") || block == ": keepalive" {
+                continue;
+            }
+            assert!(block.starts_with(": t="), "{block:?}");
+            assert_eq!(block.matches(": t=").count(), 1, "{block:?}");
+        }
+    }
+
+    #[test]
+    fn the_stream_opens_with_its_wall_clock() {
+        let mut out = String::new();
+        start(&mut out, 1_764_000_000_123);
+        assert_eq!(out, ": t0=1764000000123\n\n");
+        let mut items = Vec::new();
+        Parser::new().feed(out.as_bytes(), &mut items).unwrap();
+        assert!(matches!(items.as_slice(), [Item::Comment(c)] if c == "t0=1764000000123"));
+    }
+
+    #[test]
+    fn turn_events_carry_their_receive_time_and_are_otherwise_unchanged() {
+        let chunks: [(&[u8], u64); 4] = [
+            (b"event: turn.started\ndata: {\"turn_id\":\"t_1\"}\n\nevent: thinking\ndata: {\"delta\":\"h", 0),
+            (b"m\"}\n\n: upstream ping\n\n", 5),
+            (b"event: text\ndata: {\"delta\":\"a\"}\n\nevent: text\ndata: line 1\ndata: line 2\n\n", 12),
+            (b"event: done\ndata: {\"turn_id\":\"t_1\"}\n\n", 40),
+        ];
+        let mut stamped = String::new();
+        let mut plain = String::new();
+        let mut relay = TurnRelay::new(Redactor::default());
+        for (chunk, ms) in chunks {
+            relay.feed(chunk, ms, &mut stamped);
+        }
+        // The same events, re-encoded without stamps, as before the stamps.
+        for (name, data) in events(&stamped) {
+            encode_event(&mut plain, Some(&name), None, &data).unwrap();
+        }
+        let (rest, stamps) = unstamp(&stamped);
+        assert_eq!(rest, plain, "byte for byte apart from the stamps");
+        assert_eq!(stamps, [0, 5, 12, 12, 40], "an event's time is the read that completed it");
+        every_frame_is_stamped(&stamped);
+        // A dropped turn's typed error is stamped too.
+        let mut relay = TurnRelay::new(Redactor::default());
+        let mut out = String::new();
+        relay.feed(b"event: text\ndata: x\n\n", 3, &mut out);
+        relay.finish(9, &mut out);
+        assert_eq!(unstamp(&out).1, [3, 9]);
+        every_frame_is_stamped(&out);
+    }
+
+    #[test]
+    fn admin_frames_carry_their_receive_time_and_are_otherwise_the_filters_output() {
+        let upstream: [(&[u8], u64); 3] = [
+            (
+                b"id: 1\nevent: system.heartbeat\ndata: {}\n\nid: 2\nevent: turn.started\ndata: {\"session_id\":\"s_1\"}\n\nid: 3\nevent: turn.started\ndata: {\"session_id\":\"s_2\"}\n\n",
+                4,
+            ),
+            (b"id: 4\nevent: system.reset\ndata: {\"k\":\"sekrit-admin-key\"}\n\nid: 5\nevent: key.rotated\ndata: {\"session_id\":\"s_1\"}\n", 4),
+            (b"\n", 17),
+        ];
+        let mut filter = AdminEventFilter::new(Some("s_1".into()));
+        let mut relay = AdminRelay::new(Some("s_1".into()), Redactor::new(["sekrit-admin-key"]));
+        let (mut plain, mut stamped) = (String::new(), String::new());
+        for (chunk, ms) in upstream {
+            let _ = filter.feed(chunk, &mut plain);
+            assert_eq!(relay.feed(chunk, ms, &mut stamped), RelayFlow::Continue);
+        }
+        let _ = filter.finish(&mut plain);
+        relay.finish(30, &mut stamped);
+        let (rest, stamps) = unstamp(&stamped);
+        assert_eq!(rest, plain.replace("sekrit-admin-key", "[redacted]"), "byte for byte apart from the stamps");
+        assert_eq!(stamps, [4, 4, 17, 30], "ids 2, 4, 5, then the stream_error");
+        assert!(!stamped.contains("sekrit-admin-key"));
+        every_frame_is_stamped(&stamped);
+        // A stream that fails to open: its one frame, stamped.
+        let mut out = String::new();
+        AdminRelay::new(None, Redactor::default()).fail(StreamError::ConnectFailed, 0, &mut out);
+        assert!(out.starts_with(": t=0\nevent: stream_error\n"), "{out}");
     }
 }

@@ -21,6 +21,7 @@ pub enum Route {
     Bifrost { session_id: String },
     AdminEvents { session_id: Option<String> },
     Affect { agent_id: String },
+    AffectHistory { agent_id: String },
 }
 
 /// Routes a request by method and path below `/api` (Spin's `spin-path-info`
@@ -44,13 +45,8 @@ pub fn route(method: &str, path: &str, query: &str) -> Result<Route, ApiError> {
                 Some(raw) => session_id(&raw).map(|id| Route::AdminEvents { session_id: Some(id) }),
             },
         ),
-        ["affect"] => (
-            "GET",
-            match query_param(query, "agent_id") {
-                None => Err(ApiError::new(400, "missing_agent_id", "agent_id is required")),
-                Some(raw) => agent_id(&raw).map(|agent_id| Route::Affect { agent_id }),
-            },
-        ),
+        ["affect"] => ("GET", agent_param(query).map(|agent_id| Route::Affect { agent_id })),
+        ["affect", "history"] => ("GET", agent_param(query).map(|agent_id| Route::AffectHistory { agent_id })),
         _ => return Err(error::not_found()),
     };
     // HEAD is not offered: these are API calls, not documents.
@@ -58,6 +54,14 @@ pub fn route(method: &str, path: &str, query: &str) -> Result<Route, ApiError> {
         return Err(ApiError::method_not_allowed(allow));
     }
     route
+}
+
+/// The required, validated `agent_id` query parameter.
+fn agent_param(query: &str) -> Result<String, ApiError> {
+    match query_param(query, "agent_id") {
+        None => Err(ApiError::new(400, "missing_agent_id", "agent_id is required")),
+        Some(raw) => agent_id(&raw),
+    }
 }
 
 fn is_id_char(c: char) -> bool {
@@ -134,6 +138,10 @@ mod tests {
             Ok(Route::AdminEvents { session_id: Some("s_9".into()) })
         );
         assert_eq!(route("GET", "/affect", "agent_id=sindra"), Ok(Route::Affect { agent_id: "sindra".into() }));
+        assert_eq!(
+            route("GET", "/affect/history", "agent_id=sindra"),
+            Ok(Route::AffectHistory { agent_id: "sindra".into() })
+        );
     }
 
     #[test]
@@ -144,7 +152,7 @@ mod tests {
         assert_eq!(e.headers, [("allow".to_string(), "GET".to_string())]);
         assert_eq!(route("GET", "/sessions", "").unwrap_err().status, 405);
         assert_eq!(route("DELETE", "/sessions/s_1/tools", "").unwrap_err().status, 405);
-        for path in ["/", "/nope", "/sessions/s_1", "/sessions/s_1/tools/extra", "/admin", "/config/"] {
+        for path in ["/", "/nope", "/sessions/s_1", "/sessions/s_1/tools/extra", "/admin", "/config/", "/affect/x"] {
             assert_eq!(route("GET", path, "").unwrap_err().code, "not_found", "{path}");
         }
     }
@@ -182,6 +190,10 @@ mod tests {
         assert_eq!(route("GET", "/admin/events", "session_id=%zz").unwrap_err().code, "invalid_session_id");
         assert_eq!(route("GET", "/affect", "agent_id=../x").unwrap_err().code, "invalid_agent_id");
         assert_eq!(route("GET", "/affect", "").unwrap_err().code, "missing_agent_id");
+        assert_eq!(route("GET", "/affect/history", "agent_id=../x").unwrap_err().code, "invalid_agent_id");
+        assert_eq!(route("GET", "/affect/history", "agent_id=a%3Ab").unwrap_err().code, "invalid_agent_id");
+        assert_eq!(route("GET", "/affect/history", "").unwrap_err().code, "missing_agent_id");
+        assert_eq!(route("POST", "/affect/history", "agent_id=a").unwrap_err().headers[0].1, "GET");
     }
 
     #[test]
