@@ -1138,8 +1138,9 @@ async fn the_inference_pass_through_relays_an_answer_that_came_before_the_body_w
         o
     })
     .await;
-    // Larger than what the sockets buffer: the pass-through is still writing it when the
-    // answer arrives and the upstream hangs up.
+    // Larger than the sockets buffer: the upstream hangs up with most of it unread. (The
+    // host's outgoing pipe, 2 MiB in wasmtime and in Spin, takes all of a chat body, so the
+    // guest's own writes end before that: this pins the relay, it could not fail before.)
     let r = inference_via_playground(&p, chat_request(&"x".repeat(900_000))).await;
     r.assert(401, "");
     assert_eq!(r.body, refusal);
