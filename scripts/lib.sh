@@ -106,3 +106,21 @@ apt_install() {
     "${sudo[@]}" apt-get update
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
 }
+
+# Schemathesis and openapi-spec-validator for scripts/fuzz-api.sh, pinned, in a
+# venv under target/ (python3 -m venv; pip from PyPI), installed once.
+SCHEMATHESIS_VERSION=4.32.5
+OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
+ensure_schemathesis() {
+    local venv="$REPO_ROOT/target/fuzz-venv"
+    local want="schemathesis==$SCHEMATHESIS_VERSION openapi-spec-validator==$OPENAPI_SPEC_VALIDATOR_VERSION"
+    if [[ -x "$venv/bin/st" && "$(cat "$venv/.pinned" 2>/dev/null)" == "$want" ]]; then
+        return 0
+    fi
+    log "installing $want (venv target/fuzz-venv)"
+    python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check $want
+    echo "$want" > "$venv/.pinned"
+}

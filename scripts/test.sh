@@ -6,7 +6,8 @@
 # Then the real-Spin lane: where a spin binary is at hand (SPIN_BIN, or the
 # shared Spin 4.0.2 build), `spin build`, and the component and browser suites
 # again with every app under `spin up`.
-# rustfmt and clippy (warnings denied, native and wasm) gate it too.
+# rustfmt and clippy (warnings denied, native and wasm) gate it too. Last, the
+# API contract: static/openapi.yaml validated and fuzzed (scripts/fuzz-api.sh).
 # Arguments go to `cargo test`. The exit code fails if any suite or gate failed.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -50,5 +51,10 @@ else
     fi
     unset RATATOSKR_TEST_RUNTIME RATATOSKR_SKIP_LOG
 fi
+
+# The API contract: static/openapi.yaml validated, and every operation fuzzed by
+# Schemathesis against the app on the simulator (its own script: it runs alone too).
+log "API contract: openapi-spec-validator and Schemathesis (scripts/fuzz-api.sh)"
+"$REPO_ROOT/scripts/fuzz-api.sh" || status=$?
 
 exit "$status"
