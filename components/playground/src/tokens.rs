@@ -18,6 +18,7 @@ use crate::error::{ApiError, PlaygroundErrors};
 use crate::util::iso8601;
 use crate::{gateways, routes};
 use gateway_ledger::tokens::{self as ledger, NewToken};
+use gateway_ledger::transaction;
 
 /// 30 minutes: a token that passes the chat app's pre-turn refresh check
 /// always outlives the longest legal turn.
@@ -28,7 +29,6 @@ pub use gateway_ledger::tokens::{format_token, is_token, PLAYGROUND_KIND, PLAYGR
 /// Deletes the gateway's expired playground tokens, then stores the new one.
 /// Returns `expires_at` (unix seconds).
 pub fn store(db: &dyn Db, gateway_id: &str, token: &str, user_id: &str, now_s: i64) -> Result<i64, DbError> {
-    ledger::delete_expired(db, gateway_id, PLAYGROUND_KIND, now_s)?;
     let expires_at = now_s + PLAYGROUND_TOKEN_TTL_S;
     let row = NewToken {
         token_hash: &ledger::token_hash(token),
@@ -39,7 +39,12 @@ pub fn store(db: &dyn Db, gateway_id: &str, token: &str, user_id: &str, now_s: i
         expires_at_s: expires_at,
         created_by: user_id,
     };
-    ledger::insert(db, &row)?;
+    // One transaction, so one commit (one fsync of the database file) per mint,
+    // and the clean-up never happens without the new token.
+    transaction(db, || {
+        ledger::delete_expired(db, gateway_id, PLAYGROUND_KIND, now_s)?;
+        ledger::insert(db, &row)
+    })?;
     Ok(expires_at)
 }
 
@@ -144,6 +149,21 @@ mod tests {
         assert!(left.contains(&sha256_hex(&c)));
         assert!(left.contains(&sha256_hex(&other)), "other gateways are untouched");
         assert!(left.contains(&"x".to_string()), "other kinds are untouched");
+    }
+
+    #[test]
+    fn a_failed_mint_keeps_the_expired_tokens_it_would_have_deleted() {
+        let db = db();
+        let (a, b) = (format_token(&[1; 32]), format_token(&[2; 32]));
+        store(&db, "gw_a", &a, "u", 3_000).unwrap(); // expires 4800
+        store(&db, "gw_a", &b, "u", 4_000).unwrap(); // expires 5800
+                                                     // Storing b again fails on its primary key after the clean-up of a ran: all of it is undone.
+        assert!(store(&db, "gw_a", &b, "u", 5_000).is_err());
+        let left: Vec<String> = hashes(&db).into_iter().map(|(h, _)| h).collect();
+        assert_eq!(left, vec![sha256_hex(&a), sha256_hex(&b)]);
+        // And the connection is back in autocommit: the next mint works.
+        store(&db, "gw_a", &format_token(&[3; 32]), "u", 5_000).unwrap();
+        assert_eq!(hashes(&db).len(), 2, "a is cleaned up now; b and the new token stay");
     }
 
     #[test]

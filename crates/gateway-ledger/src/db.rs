@@ -131,3 +131,24 @@ pub trait Db {
         Ok(self.query(sql, params)?.into_iter().next())
     }
 }
+
+/// Runs `work` in one transaction: one commit (one fsync of a file database)
+/// for all its writes, and none of them if it fails. `BEGIN IMMEDIATE` takes
+/// the write lock up front, so two concurrent writers queue on SQLite's busy
+/// timeout instead of one failing at its first write.
+pub fn transaction<T>(db: &dyn Db, work: impl FnOnce() -> Result<T, DbError>) -> Result<T, DbError> {
+    db.exec("BEGIN IMMEDIATE", &[])?;
+    match work() {
+        Ok(value) => {
+            if let Err(e) = db.exec("COMMIT", &[]) {
+                let _ = db.exec("ROLLBACK", &[]);
+                return Err(e);
+            }
+            Ok(value)
+        }
+        Err(e) => {
+            let _ = db.exec("ROLLBACK", &[]);
+            Err(e)
+        }
+    }
+}

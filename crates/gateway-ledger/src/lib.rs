@@ -36,7 +36,7 @@ pub mod testing;
 pub mod tokens;
 pub mod traces;
 
-pub use db::{Db, DbError, Row, Val};
+pub use db::{transaction, Db, DbError, Row, Val};
 
 /// `gateway_tokens` (what the inference endpoint validates).
 pub const GATEWAY_TOKENS_TABLE: &str = "CREATE TABLE IF NOT EXISTS gateway_tokens (
