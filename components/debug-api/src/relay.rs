@@ -43,8 +43,14 @@ fn stamp(out: &mut String, ms: u64) {
 /// Appends whole frames (each ending in a blank line; an encoded frame has
 /// no blank line inside), each preceded by its stamp.
 fn push_stamped(out: &mut String, ms: u64, frames: &str) {
+    if frames.is_empty() {
+        return;
+    }
+    // Formatted once per read, not per frame.
+    let mut line = String::new();
+    stamp(&mut line, ms);
     for frame in frames.split_inclusive("\n\n") {
-        stamp(out, ms);
+        out.push_str(&line);
         out.push_str(frame);
     }
 }
