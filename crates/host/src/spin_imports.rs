@@ -24,6 +24,16 @@ use bindings::spin::sqlite::sqlite;
 
 use crate::sqlite::{SqlValue, SqliteConnection};
 
+/// Runs `work`, which may block, without stalling the other tasks of a
+/// multi-threaded runtime's worker.
+fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
+        _ => work(),
+    }
+}
+
 /// The slice of per-request state the Spin imports need.
 struct SpinImports;
 
@@ -125,7 +135,12 @@ impl sqlite::HostConnection for RequestState {
         parameters: Vec<sqlite::Value>,
     ) -> wasmtime::Result<Result<sqlite::QueryResult, sqlite::Error>> {
         let params: Vec<SqlValue> = parameters.into_iter().map(from_wit).collect();
-        let result = self.table.get_mut(&conn)?.execute(&statement, &params);
+        let conn = self.table.get_mut(&conn)?;
+        // A statement may wait up to 5 s for another connection's write lock
+        // (rusqlite's busy timeout). Spin runs it on a blocking thread; here the
+        // worker hands its other tasks on first, or the lock's holder (another
+        // request, between BEGIN and COMMIT) could not run to release it.
+        let result = blocking(|| conn.execute(&statement, &params));
         Ok(result
             .map(|r| sqlite::QueryResult {
                 columns: r.columns,
