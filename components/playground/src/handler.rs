@@ -10,15 +10,14 @@ use guest_http::{
 };
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
-use spin_sdk::sqlite3;
 
 use crate::api;
 use crate::context::{self, Body, Config, Ctx, Random, Request, MAX_REQUEST_BODY};
-use crate::db::{Db, DbError, Row, Val};
 use crate::egress::{Egress, OutboundRequest, OutboundResponse, TransportFailure};
 use crate::error::ApiError;
 use crate::inference::{self, Utf8Carry};
 use crate::search::MAX_PROVIDER_BODY;
+use gateway_ledger::SpinDb;
 
 /// Request headers the API looks at; nothing else is copied.
 const HEADERS: &[&str] = &["authorization", "cookie", "content-type", "origin", "spin-full-url", "spin-client-addr"];
@@ -34,13 +33,12 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
     }
     let request = to_request(&req, path, query);
     let response: context::Response =
-        match (Config::from_vars(|name| spin_sdk::variables::get(name).ok()), sqlite3::Connection::open("default")) {
+        match (Config::from_vars(|name| spin_sdk::variables::get(name).ok()), SpinDb::open("default")) {
             (Err(e), _) => e.into(),
             (Ok(_), Err(_)) => {
                 ApiError::new(500, "storage_error", "the Playground database could not be opened").into()
             }
-            (Ok(config), Ok(conn)) => {
-                let db = SpinDb(conn);
+            (Ok(config), Ok(db)) => {
                 let ctx = Ctx { db: &db, config: &config, now_ms: now_ms(), random: &WasiRandom, egress: &WasiEgress };
                 api::handle(&ctx, &request)
             }
@@ -73,37 +71,6 @@ fn to_request(req: &IncomingRequest, path: String, query: String) -> Request {
 }
 
 // ---- storage, randomness ----------------------------------------------------------------
-
-struct SpinDb(sqlite3::Connection);
-
-/// Spin's value for ours: the same five cases.
-fn to_spin(v: &Val) -> sqlite3::Value {
-    match v.clone() {
-        Val::Null => sqlite3::Value::Null,
-        Val::Int(i) => sqlite3::Value::Integer(i),
-        Val::Real(r) => sqlite3::Value::Real(r),
-        Val::Text(t) => sqlite3::Value::Text(t),
-        Val::Blob(b) => sqlite3::Value::Blob(b),
-    }
-}
-
-fn from_spin(v: sqlite3::Value) -> Val {
-    match v {
-        sqlite3::Value::Null => Val::Null,
-        sqlite3::Value::Integer(i) => Val::Int(i),
-        sqlite3::Value::Real(r) => Val::Real(r),
-        sqlite3::Value::Text(t) => Val::Text(t),
-        sqlite3::Value::Blob(b) => Val::Blob(b),
-    }
-}
-
-impl Db for SpinDb {
-    fn query(&self, sql: &str, params: &[Val]) -> Result<Vec<Row>, DbError> {
-        let params: Vec<sqlite3::Value> = params.iter().map(to_spin).collect();
-        let result = self.0.execute(sql, &params).map_err(|e| DbError(format!("{e:?}")))?;
-        Ok(result.rows.into_iter().map(|row| Row(row.values.into_iter().map(from_spin).collect())).collect())
-    }
-}
 
 struct WasiRandom;
 

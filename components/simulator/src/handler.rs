@@ -10,19 +10,19 @@
 use crate::admin::{live_sessions, AdminStream};
 use crate::catalog::AGENTS;
 use crate::inference::{self, InferenceError, TraceFacts, Usage};
-use crate::ledger::{self, Db, DbError, Row, TraceWriter, Val};
+use crate::ledger::{self, TraceWriter};
 use crate::providers::{self, Reply};
 use crate::rng::Rng;
 use crate::routes::{bearer_ok, query_param, route, split_path_query, Route, Scope};
 use crate::service::{ApiError, Kv, Sim, TurnTicket, BEAT_EVERY_MS};
 use crate::sse;
 use crate::turn;
+use gateway_ledger::SpinDb;
 use guest_http::{read_request_body, send, start_sse, TransportFailure};
 use serde_json::{json, Value};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
 use spin_sdk::key_value::Store;
-use spin_sdk::sqlite3;
 
 /// Request bodies larger than this are refused (400).
 const MAX_BODY: usize = 64 * 1024;
@@ -45,42 +45,6 @@ impl Kv for SpinKv {
     }
     fn keys(&self) -> Result<Vec<String>, String> {
         self.0.get_keys().map_err(|e| format!("{e:?}"))
-    }
-}
-
-/// The Playground's database (shared with the `playground` component).
-struct SpinSql(sqlite3::Connection);
-
-impl Db for SpinSql {
-    fn query(&self, sql: &str, params: &[Val]) -> Result<Vec<Row>, DbError> {
-        let params: Vec<sqlite3::Value> = params
-            .iter()
-            .map(|p| match p {
-                Val::Int(v) => sqlite3::Value::Integer(*v),
-                Val::Real(v) => sqlite3::Value::Real(*v),
-                Val::Text(t) => sqlite3::Value::Text(t.clone()),
-                Val::Blob(b) => sqlite3::Value::Blob(b.clone()),
-                Val::Null => sqlite3::Value::Null,
-            })
-            .collect();
-        let result = self.0.execute(sql, &params).map_err(|e| DbError(format!("{e:?}")))?;
-        Ok(result
-            .rows
-            .into_iter()
-            .map(|row| {
-                Row(row
-                    .values
-                    .into_iter()
-                    .map(|v| match v {
-                        sqlite3::Value::Integer(v) => Val::Int(v),
-                        sqlite3::Value::Real(v) => Val::Real(v),
-                        sqlite3::Value::Text(t) => Val::Text(t),
-                        sqlite3::Value::Blob(b) => Val::Blob(b),
-                        sqlite3::Value::Null => Val::Null,
-                    })
-                    .collect())
-            })
-            .collect())
     }
 }
 
@@ -341,8 +305,8 @@ fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &str, g
     };
     let token_hash = inference::token_hash(&token);
     drop(token);
-    let db = match sqlite3::Connection::open_default() {
-        Ok(c) => SpinSql(c),
+    let db = match SpinDb::open("default") {
+        Ok(db) => db,
         Err(e) => {
             eprintln!("simulator: cannot open sqlite database \"default\": {e:?}");
             return send_inference_error(out, InferenceError::Internal);

@@ -31,12 +31,16 @@
 //! Times are integers: unix seconds for tokens, unix milliseconds for traces and steps.
 
 mod db;
+#[cfg(target_arch = "wasm32")]
+mod spin;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tokens;
 pub mod traces;
 
 pub use db::{transaction, Db, DbError, Row, Val};
+#[cfg(target_arch = "wasm32")]
+pub use spin::SpinDb;
 
 /// `gateway_tokens` (what the inference endpoint validates).
 pub const GATEWAY_TOKENS_TABLE: &str = "CREATE TABLE IF NOT EXISTS gateway_tokens (
