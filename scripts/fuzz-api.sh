@@ -12,7 +12,8 @@
 # one worker, since Hypothesis' lambda introspection is not thread-safe on
 # CPython 3.11), so it fits CI. Checks: not_a_server_error,
 # status_code_conformance, content_type_conformance,
-# response_schema_conformance, response_headers_conformance.
+# response_schema_conformance, response_headers_conformance (the gateway
+# statuses of the two proxying operations: scripts/schemathesis.toml).
 #
 # Without an admin key the two admin-scoped console routes answer their typed
 # 400 (the admin event stream is endless by design: a fuzzer cannot read it to
@@ -82,7 +83,8 @@ run_st() {
     local started=$SECONDS
     local rc=0
     # From target/: Schemathesis keeps its working files (.schemathesis/) in the current directory.
-    (cd "$REPO_ROOT/target" && "$venv/bin/st" run "$REPO_ROOT/static/openapi.yaml" --url "$base" \
+    (cd "$REPO_ROOT/target" && "$venv/bin/st" --config-file "$REPO_ROOT/scripts/schemathesis.toml" \
+        run "$REPO_ROOT/static/openapi.yaml" --url "$base" \
         --checks "$CHECKS" --seed "$SEED" --max-examples "$MAX_EXAMPLES" \
         --request-timeout 20 --workers 1 --no-shrink --suppress-health-check all --generation-database none \
         --report junit --report-dir "$REPO_ROOT/target/fuzz-report/$name" \
