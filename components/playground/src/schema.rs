@@ -30,34 +30,33 @@
 use crate::db::{Db, DbError, Val};
 
 /// The newest schema version.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 1;
 
 /// Each migration is a list of single statements (Spin runs only the first
 /// statement of a text), every one of them safe to run twice.
-const MIGRATIONS: &[(i64, &[&str])] = &[
-    (
-        1,
-        &[
-            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS users (
+const MIGRATIONS: &[(i64, &[&str])] = &[(
+    1,
+    &[
+        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS users (
             id TEXT PRIMARY KEY,
             email TEXT NOT NULL UNIQUE,
             platform_admin INTEGER NOT NULL DEFAULT 0,
             password_hash TEXT NOT NULL,
             created_at INTEGER NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS tenants (
+        "CREATE TABLE IF NOT EXISTS tenants (
             id TEXT PRIMARY KEY,
             slug TEXT NOT NULL UNIQUE,
             playground_enabled INTEGER NOT NULL DEFAULT 1,
             eu_region_routing INTEGER NOT NULL DEFAULT 0)",
-            "CREATE TABLE IF NOT EXISTS memberships (
+        "CREATE TABLE IF NOT EXISTS memberships (
             user_id TEXT NOT NULL REFERENCES users(id),
             tenant_id TEXT NOT NULL REFERENCES tenants(id),
             role TEXT NOT NULL CHECK (role IN ('admin', 'member', 'viewer')),
             gateway_scope TEXT NOT NULL DEFAULT 'all',
             PRIMARY KEY (user_id, tenant_id))",
-            "CREATE TABLE IF NOT EXISTS gateways (
+        "CREATE TABLE IF NOT EXISTS gateways (
             id TEXT PRIMARY KEY,
             tenant_id TEXT NOT NULL REFERENCES tenants(id),
             slug TEXT NOT NULL,
@@ -65,42 +64,29 @@ const MIGRATIONS: &[(i64, &[&str])] = &[
             web_search_provider TEXT CHECK (web_search_provider IS NULL OR web_search_provider IN ('brave', 'linkup')),
             web_search_api_key TEXT,
             UNIQUE (tenant_id, slug))",
-            "CREATE TABLE IF NOT EXISTS admin_sessions (
+        "CREATE TABLE IF NOT EXISTS admin_sessions (
             token_hash TEXT PRIMARY KEY,
             user_id TEXT NOT NULL REFERENCES users(id),
             impersonator_id TEXT REFERENCES users(id),
             created_at INTEGER NOT NULL,
             expires_at INTEGER NOT NULL,
             revoked INTEGER NOT NULL DEFAULT 0)",
-            gateway_ledger::GATEWAY_TOKENS_TABLE,
-            gateway_ledger::GATEWAY_TOKENS_INDEX,
-            gateway_ledger::TRACES_TABLE,
-            gateway_ledger::TRACES_INDEX,
-            gateway_ledger::TRACE_STEPS_TABLE,
-            "CREATE TABLE IF NOT EXISTS login_attempts (key_hash TEXT NOT NULL, at INTEGER NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS login_attempts_by_key ON login_attempts (key_hash, at)",
-            "CREATE TABLE IF NOT EXISTS audit (
+        gateway_ledger::GATEWAY_TOKENS_TABLE,
+        gateway_ledger::GATEWAY_TOKENS_INDEX,
+        gateway_ledger::TRACES_TABLE,
+        gateway_ledger::TRACES_INDEX,
+        gateway_ledger::TRACE_STEPS_TABLE,
+        "CREATE TABLE IF NOT EXISTS login_attempts (key_hash TEXT NOT NULL, at INTEGER NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS login_attempts_by_key ON login_attempts (key_hash, at)",
+        "CREATE TABLE IF NOT EXISTS audit (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             at INTEGER NOT NULL,
             actor_id TEXT NOT NULL,
             action TEXT NOT NULL,
             target_id TEXT,
             detail TEXT)",
-        ],
-    ),
-    (2, &[]),
-];
-
-/// Settings of the database file, tried once when migrating to their version.
-/// A store that refuses them (e.g. a remote libSQL database behind SpinKube's
-/// runtime config) works without them, so their failure is not a migration's.
-///
-/// Version 2, WAL: a commit is then one append and one fsync of the log, where
-/// the default rollback journal costs several fsyncs; readers never block the
-/// writer. The mode is stored in the file, so Spin and the repo's host (which
-/// both open the file with SQLite's defaults) and the simulator's connections
-/// all use it, with no host setting.
-const FILE_SETTINGS: &[(i64, &str)] = &[(2, "PRAGMA journal_mode = WAL")];
+    ],
+)];
 
 /// What one cheap query says about the database.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -156,9 +142,6 @@ pub fn migrate(db: &dyn Db, from: i64, now_s: i64) -> Result<(), DbError> {
         for sql in *statements {
             db.exec(sql, &[])?;
         }
-        for (_, sql) in FILE_SETTINGS.iter().filter(|(v, _)| v == version) {
-            let _ = db.exec(sql, &[]);
-        }
         db.exec(
             "INSERT OR IGNORE INTO schema_version (version, applied_at) VALUES (?, ?)",
             &[Val::Int(*version), Val::Int(now_s)],
@@ -188,25 +171,6 @@ mod tests {
     }
 
     #[test]
-    fn a_file_database_is_migrated_to_wal_and_an_in_memory_one_still_migrates() {
-        let dir = std::env::temp_dir().join(format!("playground-wal-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("default.db");
-        let _ = std::fs::remove_file(&path);
-        let mode = |db: &MemDb| db.one("PRAGMA journal_mode", &[]).unwrap().unwrap().text(0).unwrap();
-        let file = MemDb::file(&path);
-        assert_eq!(mode(&file), "delete", "SQLite's default, as Spin opens it");
-        migrate(&file, 0, 1_000).unwrap();
-        assert_eq!(mode(&file), "wal");
-        // Stored in the file: a new connection (another request, the simulator) sees it.
-        assert_eq!(mode(&MemDb::file(&path)), "wal");
-        let memory = MemDb::new();
-        migrate(&memory, 0, 1_000).unwrap();
-        assert_eq!((state(&memory).version, mode(&memory).as_str()), (SCHEMA_VERSION, "memory"));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
     fn migrations_are_idempotent_and_keep_data() {
         let db = MemDb::new();
         migrate(&db, 0, 1_000).unwrap();
@@ -217,7 +181,7 @@ mod tests {
         let rows = db.query("SELECT slug FROM tenants", &[]).unwrap();
         assert_eq!(rows.len(), 1);
         let versions = db.query("SELECT version, applied_at FROM schema_version", &[]).unwrap();
-        assert_eq!(versions.len(), SCHEMA_VERSION as usize, "one row per version");
+        assert_eq!(versions.len(), 1, "one row per version");
         assert_eq!(versions[0].int(1).unwrap(), 1_000, "the first application is kept");
     }
 
