@@ -78,6 +78,37 @@ impl SqliteDatabases {
     }
 }
 
+/// rusqlite's default wait for another connection's lock, which Spin keeps.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Why [`SqliteConnection::try_execute`] did not run a statement.
+#[derive(Debug, PartialEq)]
+pub enum TryError {
+    /// Another connection holds a lock the statement needs.
+    Busy,
+    Failed(String),
+}
+
+enum RunError {
+    Sqlite(rusqlite::Error),
+    Other(String),
+}
+
+impl From<rusqlite::Error> for RunError {
+    fn from(e: rusqlite::Error) -> Self {
+        RunError::Sqlite(e)
+    }
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Sqlite(e) => e.fmt(f),
+            RunError::Other(e) => f.write_str(e),
+        }
+    }
+}
+
 /// The guest's `connection` resource.
 pub struct SqliteConnection {
     location: StoreLocation,
@@ -109,20 +140,42 @@ impl SqliteConnection {
 
     /// Runs the first statement of `statement` with positional parameters.
     /// As in Spin (same rusqlite call), anything after the first statement is
-    /// never executed, so a stacked-query injection cannot ride along.
+    /// never executed, so a stacked-query injection cannot ride along. A lock
+    /// held by another connection is waited for, up to rusqlite's 5 s.
     pub fn execute(&mut self, statement: &str, params: &[SqlValue]) -> Result<QueryResult, String> {
-        let conn = self.connection()?;
-        let mut stmt = conn.prepare_cached(statement).map_err(|e| e.to_string())?;
+        self.run(statement, params).map_err(|e| e.to_string())
+    }
+
+    /// [`Self::execute`], but `Busy` at once where it would wait for another
+    /// connection's lock (nothing has run then: SQLite takes the locks a
+    /// statement needs at its first step, and a busy `COMMIT` may be retried).
+    pub fn try_execute(&mut self, statement: &str, params: &[SqlValue]) -> Result<QueryResult, TryError> {
+        let conn = self.connection().map_err(TryError::Failed)?;
+        conn.busy_timeout(std::time::Duration::ZERO).map_err(|e| TryError::Failed(e.to_string()))?;
+        let result = self.run(statement, params);
+        let conn = self.connection().map_err(TryError::Failed)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| TryError::Failed(e.to_string()))?;
+        result.map_err(|e| match e {
+            RunError::Sqlite(rusqlite::Error::SqliteFailure(f, _)) if f.code == rusqlite::ErrorCode::DatabaseBusy => {
+                TryError::Busy
+            }
+            e => TryError::Failed(e.to_string()),
+        })
+    }
+
+    fn run(&mut self, statement: &str, params: &[SqlValue]) -> Result<QueryResult, RunError> {
+        let conn = self.connection().map_err(RunError::Other)?;
+        let mut stmt = conn.prepare_cached(statement)?;
         let columns: Vec<String> = stmt.column_names().into_iter().map(str::to_string).collect();
         let width = columns.len();
         let mut rows = Vec::new();
         let mut bytes = std::mem::size_of::<QueryResult>();
         {
-            let mut result = stmt.query(rusqlite::params_from_iter(params.iter())).map_err(|e| e.to_string())?;
-            while let Some(row) = result.next().map_err(|e| e.to_string())? {
+            let mut result = stmt.query(rusqlite::params_from_iter(params.iter()))?;
+            while let Some(row) = result.next()? {
                 let mut values = Vec::with_capacity(width);
                 for i in 0..width {
-                    values.push(match row.get_ref(i).map_err(|e| e.to_string())? {
+                    values.push(match row.get_ref(i)? {
                         ValueRef::Null => SqlValue::Null,
                         ValueRef::Integer(v) => SqlValue::Integer(v),
                         ValueRef::Real(v) => SqlValue::Real(v),
@@ -132,7 +185,7 @@ impl SqliteConnection {
                 }
                 bytes += values.iter().map(SqlValue::memory_size).sum::<usize>();
                 if bytes > MAX_RESULT_BYTES {
-                    return Err(format!("query result exceeds limit of {MAX_RESULT_BYTES} bytes"));
+                    return Err(RunError::Other(format!("query result exceeds limit of {MAX_RESULT_BYTES} bytes")));
                 }
                 rows.push(values);
             }
@@ -173,6 +226,32 @@ mod tests {
             .unwrap()
             .connect("default")
             .unwrap()
+    }
+
+    #[test]
+    fn a_statement_that_would_wait_for_a_lock_is_busy_without_waiting_and_runs_once_it_is_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let databases = SqliteDatabases::open(&BTreeMap::from([(
+            "default".to_string(),
+            StoreLocation::File(dir.path().join("db")),
+        )]))
+        .unwrap();
+        let (mut a, mut b) = (databases.connect("default").unwrap(), databases.connect("default").unwrap());
+        a.execute("CREATE TABLE t (x INTEGER)", &[]).unwrap();
+        a.execute("BEGIN IMMEDIATE", &[]).unwrap();
+        let started = std::time::Instant::now();
+        assert_eq!(b.try_execute("INSERT INTO t VALUES (1)", &[]).unwrap_err(), TryError::Busy);
+        assert!(started.elapsed() < std::time::Duration::from_millis(500), "it did not wait");
+        a.execute("COMMIT", &[]).unwrap();
+        // Free again, and the busy timeout is back for the waiting path.
+        b.try_execute("INSERT INTO t VALUES (1)", &[]).unwrap();
+        assert_eq!(b.execute("SELECT COUNT(*) FROM t", &[]).unwrap().rows, vec![vec![SqlValue::Integer(1)]]);
+        a.execute("BEGIN IMMEDIATE", &[]).unwrap();
+        let waiter = std::thread::spawn(move || b.execute("INSERT INTO t VALUES (2)", &[]).map(|_| ()));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        a.execute("COMMIT", &[]).unwrap();
+        waiter.join().unwrap().unwrap();
+        assert_eq!(a.execute("SELECT COUNT(*) FROM t", &[]).unwrap().rows, vec![vec![SqlValue::Integer(2)]]);
     }
 
     #[test]
