@@ -7,18 +7,16 @@
 //! Keys are only ever compared, never written to a body or to stdout/stderr. Gateway
 //! tokens are hashed and looked up, never logged or stored.
 
-use crate::admin::{live_sessions, AdminStream};
 use crate::catalog::AGENTS;
-use crate::inference::{self, InferenceError, TraceFacts, Usage};
-use crate::ledger::{self, TraceWriter};
+use crate::inference::{self, InferenceError};
+use crate::ledger;
 use crate::providers::{self, Reply};
 use crate::rng::Rng;
 use crate::routes::{bearer_ok, query_param, route, split_path_query, Route, Scope};
-use crate::service::{ApiError, Kv, Sim, TurnTicket, BEAT_EVERY_MS};
-use crate::sse;
-use crate::turn;
+use crate::service::{ApiError, Kv, Sim, TurnTicket};
+use crate::streams::{self, Chat, Clock, Io};
 use gateway_ledger::SpinDb;
-use guest_http::{read_request_body, send, start_sse, TransportFailure};
+use guest_http::{read_request_body, send, start_sse, Body, TransportFailure};
 use serde_json::{json, Value};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
@@ -26,10 +24,6 @@ use spin_sdk::key_value::Store;
 
 /// Request bodies larger than this are refused (400).
 const MAX_BODY: usize = 64 * 1024;
-/// While waiting between turn events, look at the cancel flag this often.
-const CANCEL_POLL_MS: u64 = 100;
-/// The admin firehose re-reads the session list this often.
-const SESSIONS_REFRESH_MS: u64 = 5_000;
 
 struct SpinKv(Store);
 
@@ -210,77 +204,35 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
     }
 }
 
-/// Wait `ms`, watching the cancel flag and keeping the running flag's beat fresh;
-/// true if a cancel was requested.
-fn wait_unless_cancelled(sim: &Sim<SpinKv>, t: &TurnTicket, ms: u64, last_beat: &mut u64) -> bool {
-    let mut left = ms;
-    loop {
-        if sim.cancel_requested(&t.session.session_id, &t.turn_id) {
-            return true;
-        }
-        let now = now_ms();
-        if now.saturating_sub(*last_beat) >= BEAT_EVERY_MS {
-            sim.beat(t, now);
-            *last_beat = now;
-        }
-        if left == 0 {
-            return false;
-        }
-        let step = left.min(CANCEL_POLL_MS);
-        sleep_ms(step);
-        left -= step;
+/// The response body and the wasi clocks, for [`streams`].
+struct BodyIo(Body);
+
+impl Clock for BodyIo {
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+    fn sleep_ms(&mut self, ms: u64) {
+        sleep_ms(ms)
+    }
+}
+
+impl Io for BodyIo {
+    fn push(&mut self, frame: &str) -> bool {
+        self.0.push(frame.as_bytes())
     }
 }
 
 fn stream_turn(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, ticket: TurnTicket, rng: &mut Rng) {
     let Some(body) = start_sse(out, &[]) else { return };
-    let script = turn::script(ticket.agent, &ticket.text, &ticket.turn_id, rng);
-    let mut last_beat = ticket.started_at_ms;
-    for ev in &script.events {
-        let first = ev.event == "turn.started";
-        if !first && wait_unless_cancelled(sim, &ticket, ev.delay_ms, &mut last_beat) {
-            sim.finish_turn(&ticket, "cancelled", now_ms(), rng);
-            let c = turn::cancelled_event(&ticket.turn_id);
-            body.push(sse::json_frame(None, c.event, &c.data).as_bytes());
-            return body.finish();
-        }
-        if ev.is_terminal() {
-            // Clear the running flag before the client can see the end of the turn.
-            sim.finish_turn(&ticket, script.status, now_ms(), rng);
-        }
-        if !body.push(sse::json_frame(None, ev.event, &ev.data).as_bytes()) {
-            if !ev.is_terminal() {
-                sim.finish_turn(&ticket, "disconnected", now_ms(), rng);
-            }
-            return;
-        }
-    }
-    body.finish();
+    let mut io = BodyIo(body);
+    streams::turn(&mut io, sim, &ticket, rng);
+    io.0.finish();
 }
 
 fn stream_admin(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, last_event_id: Option<String>) {
     let Some(body) = start_sse(out, &[]) else { return };
-    let mut sessions = sim.session_ids();
-    let mut refreshed_at = now_ms();
-    let (mut stream, replay) = AdminStream::start(last_event_id.as_deref(), refreshed_at, live_sessions(&sessions));
-    for ev in replay {
-        if !body.push(sse::json_frame(Some(ev.id), ev.event, &ev.data).as_bytes()) {
-            return;
-        }
-    }
-    // Ends when the client leaves (the next write fails).
-    loop {
-        let now = now_ms();
-        if now.saturating_sub(refreshed_at) >= SESSIONS_REFRESH_MS {
-            sessions = sim.session_ids();
-            refreshed_at = now;
-        }
-        let ev = stream.next(now, live_sessions(&sessions));
-        sleep_ms(ev.at_ms.saturating_sub(now_ms()));
-        if !body.push(sse::json_frame(Some(ev.id), ev.event, &ev.data).as_bytes()) {
-            return;
-        }
-    }
+    // Ends when the client leaves (its next write fails).
+    streams::admin(&mut BodyIo(body), sim, last_event_id.as_deref());
 }
 
 /// A provider answer, after its scripted delay.
@@ -331,67 +283,33 @@ fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &str, g
     };
 
     let mut rng = seeded_rng();
-    let trace_id = inference::trace_id(&mut rng);
-    let completion_id = inference::completion_id(&mut rng);
-    let created_s = now_ms() / 1000;
-    let model = chat.model.clone();
-    if let Err(e) = ledger::start_trace(&db, &trace_id, &grant.gateway_id, started, &model) {
-        eprintln!("simulator: could not start the trace: {e}");
-        return send_inference_error(out, InferenceError::Internal);
-    }
-    let mut trace = TraceWriter { db: &db, trace_id: trace_id.clone(), next_seq: 0 };
-    let facts = TraceFacts {
-        tenant_slug: tenant,
-        gateway_slug: gateway,
-        gateway_id: &grant.gateway_id,
-        token_kind: &grant.kind,
-        token_expires_at_s: grant.expires_at_s,
-        request: &chat,
-        completion_id: &completion_id,
+    let run = match Chat::begin(&WasiClock, &db, &grant, tenant, gateway, &chat, &mut rng, (started, auth_ended)) {
+        Ok(run) => run,
+        Err(e) => {
+            eprintln!("simulator: could not start the trace: {e}");
+            return send_inference_error(out, InferenceError::Internal);
+        }
     };
-    trace.step(&inference::auth_step(&facts, started, auth_ended));
-    let routed = now_ms();
-    trace.step(&inference::route_step(&facts, auth_ended, routed));
-    trace.step(&inference::model_request_step(&facts, routed, now_ms()));
-
-    let prompt = chat.prompt();
-    let text = inference::reply_text(prompt, tenant, gateway, &model, &mut rng);
-    let deltas = inference::script(&text, inference::slow_requested(prompt), &mut rng);
-    let usage = Usage::of(&chat, &text);
-
+    let trace_id = run.trace_id.clone();
     if !chat.stream {
-        let generating = now_ms();
-        sleep_ms(deltas.iter().map(|d| d.delay_ms).sum::<u64>().min(5_000));
-        let done = now_ms();
-        trace.step(&inference::response_step(false, generating, done, None, 1, &text, true));
-        trace.step(&inference::complete_step(done, started, "stop", &usage));
-        trace.finish(now_ms(), "ok");
-        let body = inference::completion(&completion_id, created_s, &model, &text, &usage);
+        let body = run.complete(&mut WasiClock);
         return send_json(out, 200, &body, &[("x-trace-id", &trace_id)]);
     }
-
     let Some(body) = start_sse(out, &[("x-trace-id", &trace_id)]) else { return };
-    let streaming = now_ms();
-    let mut first_delta = None;
-    let mut sent = String::new();
-    for (i, delta) in deltas.iter().enumerate() {
-        sleep_ms(delta.delay_ms);
-        let chunk = inference::content_chunk(&completion_id, created_s, &model, i, &delta.text);
-        if !body.push(sse::data_frame(&chunk).as_bytes()) {
-            let gone = now_ms();
-            trace.step(&inference::response_step(true, streaming, gone, first_delta, i, &sent, false));
-            trace.finish(gone, "disconnected");
-            return;
-        }
-        first_delta.get_or_insert_with(now_ms);
-        sent.push_str(&delta.text);
+    let mut io = BodyIo(body);
+    if run.stream(&mut io) {
+        io.0.finish();
     }
-    let streamed = now_ms();
-    trace.step(&inference::response_step(true, streaming, streamed, first_delta, deltas.len(), &sent, true));
-    trace.step(&inference::complete_step(now_ms(), started, "stop", &usage));
-    trace.finish(now_ms(), "ok");
-    let stop = inference::stop_chunk(&completion_id, created_s, &model);
-    if body.push(sse::data_frame(&stop).as_bytes()) && body.push(sse::DONE.as_bytes()) {
-        body.finish();
+}
+
+/// The wasi clocks alone, for a completion that is answered whole.
+struct WasiClock;
+
+impl Clock for WasiClock {
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+    fn sleep_ms(&mut self, ms: u64) {
+        sleep_ms(ms)
     }
 }

@@ -47,6 +47,7 @@ pub mod rng;
 pub mod routes;
 pub mod service;
 pub mod sse;
+pub mod streams;
 pub mod time;
 pub mod turn;
 
