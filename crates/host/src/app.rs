@@ -98,6 +98,11 @@ fn engine() -> Result<Engine> {
         .total_tables(1000)
         .max_memory_size(256 << 20);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    // `RATATOSKR_WASM_PROFILE=perfmap` names JIT code for `perf record`
+    // (BENCHMARKS.md's profiles); off by default, it costs nothing then.
+    if std::env::var("RATATOSKR_WASM_PROFILE").as_deref() == Ok("perfmap") {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     // Compiled code is cached on disk between runs (wasmtime's own cache).
     if let Ok(cache) = wasmtime::Cache::from_file(None) {
         config.cache(Some(cache));
