@@ -2,6 +2,8 @@
 //! one of our keys (an echoing error page, a misconfigured upstream), it is
 //! replaced before the body leaves the server.
 
+use memchr::memmem;
+
 pub const REDACTED: &str = "[redacted]";
 
 /// Keys shorter than this are not redacted: a one-letter dev key would
@@ -11,6 +13,8 @@ const MIN_SECRET_LEN: usize = 6;
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
     secrets: Vec<String>,
+    /// One searcher per secret, built once: the relays scan every frame.
+    finders: Vec<memmem::Finder<'static>>,
 }
 
 impl Redactor {
@@ -19,13 +23,14 @@ impl Redactor {
             secrets.into_iter().filter(|s| s.len() >= MIN_SECRET_LEN).map(str::to_string).collect();
         // Longest first, so a key that contains another is redacted whole.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        Self { secrets }
+        let finders = secrets.iter().map(|s| memmem::Finder::new(s.as_bytes()).into_owned()).collect();
+        Self { secrets, finders }
     }
 
     /// Returns `text` with every secret replaced (borrowed when clean, the
     /// common case, so the hot path does not allocate).
     pub fn redact<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
-        if !self.secrets.iter().any(|s| text.contains(s.as_str())) {
+        if !self.finders.iter().any(|f| f.find(text.as_bytes()).is_some()) {
             return std::borrow::Cow::Borrowed(text);
         }
         let mut out = text.to_string();

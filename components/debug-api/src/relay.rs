@@ -40,21 +40,6 @@ fn stamp(out: &mut String, ms: u64) {
     let _ = writeln!(out, ": t={ms}");
 }
 
-/// Appends whole frames (each ending in a blank line; an encoded frame has
-/// no blank line inside), each preceded by its stamp.
-fn push_stamped(out: &mut String, ms: u64, frames: &str) {
-    if frames.is_empty() {
-        return;
-    }
-    // Formatted once per read, not per frame.
-    let mut line = String::new();
-    stamp(&mut line, ms);
-    for frame in frames.split_inclusive("\n\n") {
-        out.push_str(&line);
-        out.push_str(frame);
-    }
-}
-
 /// One of the two relays, as the handler's pump drives it. `ms` is the
 /// receive time: milliseconds since the stream opened.
 pub enum Relay {
@@ -93,10 +78,10 @@ impl AdminRelay {
     }
 
     pub fn feed(&mut self, chunk: &[u8], ms: u64, out: &mut String) -> RelayFlow {
-        self.frames.clear();
+        self.stamp_frames(ms);
         let flow = self.filter.feed(chunk, &mut self.frames);
         // Whole frames only, so a key cannot straddle two chunks (INV-ADMIN-KEY).
-        push_stamped(out, ms, &self.redactor.redact(&self.frames));
+        out.push_str(&self.redactor.redact(&self.frames));
         match flow {
             Flow::Continue => RelayFlow::Continue,
             Flow::Stop(_) => RelayFlow::Ended,
@@ -105,16 +90,25 @@ impl AdminRelay {
 
     /// A healthy firehose never ends: its end is `connection_dropped`.
     pub fn finish(&mut self, ms: u64, out: &mut String) {
-        self.frames.clear();
+        self.stamp_frames(ms);
         let _ = self.filter.finish(&mut self.frames);
-        push_stamped(out, ms, &self.frames);
+        out.push_str(&self.frames);
     }
 
     /// Ends the stream for a reason found before any upstream byte.
     pub fn fail(&mut self, err: StreamError, ms: u64, out: &mut String) {
-        self.frames.clear();
+        self.stamp_frames(ms);
         let _ = self.filter.fail(err, &mut self.frames);
-        push_stamped(out, ms, &self.frames);
+        out.push_str(&self.frames);
+    }
+
+    /// Every frame of this read opens with its stamp (formatted once per
+    /// read): the filter writes it, so the frames need no second pass.
+    fn stamp_frames(&mut self, ms: u64) {
+        self.frames.clear();
+        stamp(&mut self.frames, ms);
+        self.filter.set_frame_prefix(&self.frames);
+        self.frames.clear();
     }
 }
 

@@ -2,9 +2,11 @@
 //! proxy re-emits to the browser (contract `_admin_event_matches_web`,
 //! `_admin_events_endpoint`, INV-FILTER).
 
-use std::fmt;
+use std::borrow::Cow;
+use std::fmt::{self, Write};
 
-use serde::Serialize;
+use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::encoder::encode_event;
@@ -94,16 +96,23 @@ fn parse_event_id(raw: &str) -> Option<u64> {
 ///   other value (as the Python `is not None` check does); mapping an empty
 ///   query parameter to `None` is the caller's choice.
 pub fn admin_event_matches(ev: &AdminEvent, session_id: Option<&str>) -> bool {
-    if ev.r#type == "system.heartbeat" {
+    let got = match ev.data.get("session_id") {
+        Some(Value::String(got)) => Some(got.as_str()),
+        _ => None,
+    };
+    matches_web(&ev.r#type, got, session_id)
+}
+
+/// The rule of [`admin_event_matches`] on what it reads: the type and
+/// `data.session_id` when that is a JSON string.
+fn matches_web(r#type: &str, data_session_id: Option<&str>, wanted: Option<&str>) -> bool {
+    if r#type == "system.heartbeat" {
         return false;
     }
-    if ev.r#type.starts_with("system.") {
+    if r#type.starts_with("system.") {
         return true;
     }
-    match (session_id, ev.data.get("session_id")) {
-        (Some(wanted), Some(Value::String(got))) => got == wanted,
-        _ => false,
-    }
+    matches!((wanted, data_session_id), (Some(wanted), Some(got)) if got == wanted)
 }
 
 /// Why a downstream admin stream ends. Each becomes one `stream_error`
@@ -213,11 +222,13 @@ pub fn encode_admin_event(out: &mut String, ev: &AdminEvent) -> Result<(), serde
     Ok(())
 }
 
+/// `json` must be one line (compact JSON, or data without CR or LF).
 fn push_admin_frame(out: &mut String, id: u64, json: &str) {
-    let id = id.to_string();
-    // A constant name and a digits-only id: this cannot fail. Compact JSON
-    // has no raw line breaks, so the payload is one `data:` line.
-    let _ = encode_event(out, Some(ADMIN_EVENT_NAME), Some(&id), json);
+    debug_assert!(!json.contains(['\r', '\n']));
+    // A constant name, a number and one line: nothing to check or split.
+    let _ = write!(out, "event: {ADMIN_EVENT_NAME}\nid: {id}\ndata: ");
+    out.push_str(json);
+    out.push_str("\n\n");
 }
 
 /// What the proxy does after a [`AdminEventFilter`] call.
@@ -258,6 +269,8 @@ pub struct AdminEventFilter {
     stats: FilterStats,
     stopped: Option<StreamError>,
     json: Vec<u8>,
+    /// Written before each frame, inside its block ([`Self::set_frame_prefix`]).
+    prefix: String,
 }
 
 impl AdminEventFilter {
@@ -272,7 +285,17 @@ impl AdminEventFilter {
             stats: FilterStats::default(),
             stopped: None,
             json: Vec::new(),
+            prefix: String::new(),
         }
+    }
+
+    /// Lines (each ending in LF, none blank) written at the head of every
+    /// later frame, e.g. the proxy's `: t=<ms>` receive-time comment: the
+    /// frames then need no second pass to find their starts.
+    pub fn set_frame_prefix(&mut self, prefix: &str) {
+        debug_assert!(prefix.is_empty() || (prefix.ends_with('\n') && !prefix.contains("\n\n")));
+        self.prefix.clear();
+        self.prefix.push_str(prefix);
     }
 
     pub fn stats(&self) -> FilterStats {
@@ -294,7 +317,7 @@ impl AdminEventFilter {
         if let Some(err) = self.stopped {
             return Flow::Stop(err);
         }
-        let AdminEventFilter { parser, session_id, stats, json, .. } = self;
+        let AdminEventFilter { parser, session_id, stats, json, prefix, .. } = self;
         let mut failure: Option<StreamError> = None;
         let parsed = parser.feed_with(chunk, |item| {
             if failure.is_some() {
@@ -302,7 +325,7 @@ impl AdminEventFilter {
             }
             match item {
                 Item::Comment(_) => stats.comments += 1,
-                Item::Event(event) => match forward(&event, session_id.as_deref(), stats, json, out) {
+                Item::Event(event) => match forward(&event, session_id.as_deref(), stats, json, prefix, out) {
                     Ok(()) => {}
                     Err(err) => failure = Some(err.into()),
                 },
@@ -331,6 +354,7 @@ impl AdminEventFilter {
         }
         self.stopped = Some(err);
         self.parser.finish();
+        out.push_str(&self.prefix);
         encode_stream_error(out, &err);
         Flow::Stop(err)
     }
@@ -338,29 +362,154 @@ impl AdminEventFilter {
 
 /// Validates one event and, when it passes the session filter, appends its
 /// downstream frame.
+///
+/// The data is read once, without building a tree ([`Probe`]). Data with no
+/// backslash and no line break has no escape to decode, so it is forwarded
+/// as written (an escape is the only way a key could hide from the
+/// redactor's byte scan, and such data stays on one `data:` line); anything
+/// else is decoded and re-encoded compact, as a whole.
 fn forward(
     event: &Event,
     session_id: Option<&str>,
     stats: &mut FilterStats,
     json: &mut Vec<u8>,
+    prefix: &str,
     out: &mut String,
 ) -> Result<(), AdminEventError> {
-    let admin = AdminEvent::from_sse(event)?;
+    let id = event.id.as_deref().and_then(parse_event_id).ok_or(AdminEventError::MalformedSseId)?;
+    let probe = Probe::read(&event.data)?;
     stats.events += 1;
-    if admin.r#type == "system.heartbeat" {
+    if event.event == "system.heartbeat" {
         stats.heartbeats += 1;
     }
-    if !admin_event_matches(&admin, session_id) {
+    if !matches_web(&event.event, probe.session_id.as_deref(), session_id) {
         return Ok(());
     }
     json.clear();
-    // Serializing a string-keyed map into a Vec cannot fail; if it somehow
-    // did, refusing the event is the safe side.
-    serde_json::to_writer(&mut *json, &admin).map_err(|_| AdminEventError::MalformedSseData)?;
+    if memchr::memchr3(b'\\', b'\n', b'\r', event.data.as_bytes()).is_none() {
+        json.extend_from_slice(b"{\"id\":");
+        json.extend_from_slice(id.to_string().as_bytes());
+        json.extend_from_slice(b",\"type\":");
+        // Writing a str into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *json, &event.event);
+        json.extend_from_slice(b",\"timestamp\":");
+        let _ = serde_json::to_writer(&mut *json, &probe.timestamp);
+        json.extend_from_slice(b",\"data\":");
+        json.extend_from_slice(event.data.as_bytes());
+        json.push(b'}');
+    } else {
+        let admin = AdminEvent::from_sse(event)?;
+        // Serializing a string-keyed map into a Vec cannot fail; if it somehow
+        // did, refusing the event is the safe side.
+        serde_json::to_writer(&mut *json, &admin).map_err(|_| AdminEventError::MalformedSseData)?;
+    }
     let text = std::str::from_utf8(json).map_err(|_| AdminEventError::MalformedSseData)?;
-    push_admin_frame(out, admin.id, text);
+    out.push_str(prefix);
+    push_admin_frame(out, id, text);
     stats.forwarded += 1;
     Ok(())
+}
+
+/// What the filter reads of an event's data: `session_id` and `timestamp`
+/// when they are JSON strings (the last of duplicate keys, as a decoded
+/// object keeps). Reading it checks that the data is exactly one JSON
+/// object by the same grammar and limits as decoding it into a `Value`
+/// (every number is parsed, so an out-of-range one fails as it does there).
+struct Probe<'a> {
+    session_id: Option<Cow<'a, str>>,
+    timestamp: Option<Cow<'a, str>>,
+}
+
+impl<'a> Probe<'a> {
+    fn read(data: &'a str) -> Result<Probe<'a>, AdminEventError> {
+        let mut de = serde_json::Deserializer::from_str(data);
+        let probe = de.deserialize_map(ProbeVisitor).map_err(|_| AdminEventError::MalformedSseData)?;
+        de.end().map_err(|_| AdminEventError::MalformedSseData)?;
+        Ok(probe)
+    }
+}
+
+struct ProbeVisitor;
+
+impl<'de> Visitor<'de> for ProbeVisitor {
+    type Value = Probe<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Probe<'de>, A::Error> {
+        let mut probe = Probe { session_id: None, timestamp: None };
+        while let Some(key) = map.next_key::<Scalar<'de>>()? {
+            let slot = match key.0.as_deref() {
+                Some("session_id") => &mut probe.session_id,
+                Some("timestamp") => &mut probe.timestamp,
+                _ => {
+                    map.next_value::<Scalar>()?;
+                    continue;
+                }
+            };
+            *slot = map.next_value::<Scalar>()?.0;
+        }
+        Ok(probe)
+    }
+}
+
+/// Any JSON value, read through (parsed, not kept); a string is kept.
+struct Scalar<'a>(Option<Cow<'a, str>>);
+
+impl<'de> Deserialize<'de> for Scalar<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ScalarVisitor)
+    }
+}
+
+struct ScalarVisitor;
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Scalar<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Scalar(Some(Cow::Borrowed(v))))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Scalar(Some(Cow::Owned(v.to_owned()))))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Scalar(None))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Scalar(None))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Scalar(None))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Scalar(None))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Scalar(None))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<Scalar>()?.is_some() {}
+        Ok(Scalar(None))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<Scalar, Scalar>()?.is_some() {}
+        Ok(Scalar(None))
+    }
 }
 
 #[cfg(test)]
@@ -725,6 +874,76 @@ mod tests {
         let (out, flow) = run(&mut filter, &[big.as_bytes()]);
         assert_eq!(flow, Flow::Stop(StreamError::EventTooLarge { limit_bytes: 64 }));
         assert_eq!(last_frame_reason(&out), "event_too_large");
+    }
+
+    /// The payload the filter forwards for `data` (session `s`): its data
+    /// line and the decoded payload, or how the stream stopped.
+    fn payload_of(data: &str) -> Result<(String, Value), Flow> {
+        let mut filter = AdminEventFilter::new(Some("s".into()));
+        // A line break in `data` is a second `data:` line on the wire.
+        let lines: String = data.split('\n').map(|line| format!("data: {line}\n")).collect();
+        let (out, flow) = run(&mut filter, &[format!("id: 9\nevent: turn.x\n{lines}\n").as_bytes()]);
+        if flow != Flow::Continue {
+            return Err(flow);
+        }
+        let frame = parse_frames(&out).pop().expect("forwarded");
+        let payload = serde_json::from_str(&frame.data).expect("json");
+        Ok((frame.data, payload))
+    }
+
+    #[test]
+    fn forwarded_payload_is_the_decoded_events_payload_for_any_data_form() {
+        let cases = [
+            r#"{"session_id":"s","b":1,"a":[1,{"z":null,"y":true}],"timestamp":"T"}"#,
+            r#"  { "z" : 1.5 , "session_id" : "s" ,"n":-0,"e":1e5,"u":"é — 😀"}"#,
+            r#"{"session_id":"x","session_id":"s","timestamp":1,"timestamp":"last"}"#,
+            r#"{"session_id":"s","big":123456789012345678901234567890,"i":18446744073709551615}"#,
+            r#"{"session_id":"\u0073","k":"\u0061dmin","t":"a\/b","timestamp":"\ud83d\ude00"}"#,
+            "{\"session_id\":\"s\",\n\"k\":\"line\\nbreak\"}",
+        ];
+        for data in cases {
+            let (line, payload) = payload_of(data).unwrap_or_else(|f| panic!("{data}: {f:?}"));
+            let event = Event { id: Some("9".into()), event: "turn.x".into(), data: data.into(), retry: None };
+            let decoded = serde_json::to_value(AdminEvent::from_sse(&event).unwrap()).unwrap();
+            assert_eq!(payload, decoded, "{data}");
+            assert!(!line.contains(['\r', '\n']), "one data line: {line:?}");
+        }
+    }
+
+    #[test]
+    fn escaped_data_is_forwarded_decoded_so_a_key_cannot_hide_in_an_escape() {
+        // `\u0061dmin-key` is "admin-key" to any JSON reader: the frame must
+        // carry the literal text, where the proxy's byte scan finds it.
+        let (line, _) = payload_of(r#"{"session_id":"s","k":"\u0061dmin-key","p":"a\/b"}"#).unwrap();
+        assert!(line.contains(r#""admin-key""#), "{line}");
+        assert!(line.contains(r#""a/b""#), "{line}");
+        assert!(!line.contains('\\'), "{line}");
+        // An escaped key name is read too.
+        assert!(payload_of(r#"{"session\u005fid":"s"}"#).is_ok());
+    }
+
+    #[test]
+    fn data_is_refused_exactly_where_decoding_it_fails() {
+        for data in [r#"{"x":1e400}"#, "[1]", "{} {}", r#"{"a":}"#, r#""s""#, r#"{"a":"\x"}"#, "{\"a\":\"\u{1}\"}", ""]
+        {
+            let event = Event { id: Some("9".into()), event: "turn.x".into(), data: data.into(), retry: None };
+            assert_eq!(AdminEvent::from_sse(&event).err(), Some(AdminEventError::MalformedSseData), "{data}");
+            assert_eq!(payload_of(data).err(), Some(Flow::Stop(StreamError::MalformedSseData)), "{data}");
+        }
+    }
+
+    #[test]
+    fn the_frame_prefix_heads_every_frame_stream_error_included() {
+        let mut filter = AdminEventFilter::new(Some("s_1".into()));
+        filter.set_frame_prefix(": t=7\n");
+        let mut out = String::new();
+        assert_eq!(filter.feed(STREAM.as_bytes(), &mut out), Flow::Continue);
+        filter.set_frame_prefix(": t=8\n");
+        let _ = filter.finish(&mut out);
+        let blocks: Vec<&str> = out.split_inclusive("\n\n").collect();
+        assert_eq!(blocks.len(), 4, "{out}");
+        assert!(blocks[..3].iter().all(|b| b.starts_with(": t=7\nevent: admin_event\n")), "{out}");
+        assert!(blocks[3].starts_with(": t=8\nevent: stream_error\n"), "{out}");
     }
 
     #[test]

@@ -366,6 +366,11 @@ fn strip_one_space(value: &[u8]) -> &[u8] {
 /// Appends `bytes` decoded as UTF-8, each maximal invalid subpart replaced by
 /// U+FFFD (what the WHATWG "UTF-8 decode" does).
 fn push_lossy(dst: &mut String, bytes: &[u8]) {
+    // Valid text, the common case, is checked by the word-at-a-time validator.
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        dst.push_str(text);
+        return;
+    }
     for piece in bytes.utf8_chunks() {
         dst.push_str(piece.valid());
         if !piece.invalid().is_empty() {
