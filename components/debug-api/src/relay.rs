@@ -16,7 +16,7 @@
 
 use std::fmt::Write;
 
-use sse::{encode_event, AdminEventFilter, Flow, Item, Parser, StreamError};
+use sse::{encode_event, AdminEventFilter, Flow, ItemRef, Parser, StreamError};
 
 use crate::redact::Redactor;
 
@@ -136,22 +136,22 @@ impl TurnRelay {
         }
         let Self { parser, redactor, ended, turn_id } = self;
         let result = parser.feed_with(chunk, |item| {
-            let Item::Event(event) = item else { return }; // comments are upstream keepalives
+            let ItemRef::Event(event) = item else { return }; // comments are upstream keepalives
             if *ended {
                 return;
             }
             if event.event == "turn.started" && turn_id.is_none() {
-                *turn_id = serde_json::from_str::<serde_json::Value>(&event.data)
+                *turn_id = serde_json::from_str::<serde_json::Value>(event.data)
                     .ok()
                     .and_then(|v| v.get("turn_id")?.as_str().map(str::to_string));
             }
-            let data = redactor.redact(&event.data);
+            let data = redactor.redact(event.data);
             // The name is upstream text too.
-            let name = redactor.redact(&event.event);
+            let name = redactor.redact(event.event);
             stamp(out, ms);
             // The parser never yields CR/LF/NUL in a name, so this cannot fail.
             let _ = encode_event(out, Some(&name), None, &data);
-            if TERMINAL_EVENTS.contains(&event.event.as_str()) {
+            if TERMINAL_EVENTS.contains(&event.event) {
                 *ended = true;
             }
         });
@@ -186,6 +186,7 @@ impl TurnRelay {
 mod tests {
     use super::*;
     use crate::redact::REDACTED;
+    use sse::Item;
 
     fn events(out: &str) -> Vec<(String, String)> {
         let mut parser = Parser::new();

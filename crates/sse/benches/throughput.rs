@@ -7,7 +7,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use sse::{AdminEventFilter, Flow, Item, Parser};
+use sse::{AdminEventFilter, Flow, ItemRef, Parser};
 
 const CHUNK: usize = 16 * 1024;
 
@@ -49,7 +49,7 @@ fn parse(c: &mut Criterion) {
             let mut events = 0u64;
             for chunk in stream.chunks(CHUNK) {
                 let fed = parser.feed_with(chunk, |item| {
-                    if let Item::Event(ev) = item {
+                    if let ItemRef::Event(ev) = item {
                         events += ev.data.len() as u64 & 1;
                     }
                 });

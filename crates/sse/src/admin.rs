@@ -3,14 +3,14 @@
 //! `_admin_events_endpoint`, INV-FILTER).
 
 use std::borrow::Cow;
-use std::fmt::{self, Write};
+use std::fmt;
 
 use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::encoder::encode_event;
-use crate::parser::{Event, Item, Limits, Parser, SseError};
+use crate::parser::{Event, EventRef, ItemRef, Limits, Parser, SseError};
 
 /// The fixed downstream event name: the dotted type rides in the payload so
 /// one browser listener renders every type.
@@ -222,11 +222,19 @@ pub fn encode_admin_event(out: &mut String, ev: &AdminEvent) -> Result<(), serde
     Ok(())
 }
 
-/// `json` must be one line (compact JSON, or data without CR or LF).
 fn push_admin_frame(out: &mut String, id: u64, json: &str) {
+    push_admin_frame_text(out, itoa::Buffer::new().format(id), json);
+}
+
+/// `json` must be one line (compact JSON, or data without CR or LF).
+fn push_admin_frame_text(out: &mut String, id: &str, json: &str) {
     debug_assert!(!json.contains(['\r', '\n']));
-    // A constant name, a number and one line: nothing to check or split.
-    let _ = write!(out, "event: {ADMIN_EVENT_NAME}\nid: {id}\ndata: ");
+    // A constant name, digits and one line: nothing to check or split.
+    out.push_str("event: ");
+    out.push_str(ADMIN_EVENT_NAME);
+    out.push_str("\nid: ");
+    out.push_str(id);
+    out.push_str("\ndata: ");
     out.push_str(json);
     out.push_str("\n\n");
 }
@@ -324,8 +332,8 @@ impl AdminEventFilter {
                 return; // the stream is over; ignore the rest of this chunk
             }
             match item {
-                Item::Comment(_) => stats.comments += 1,
-                Item::Event(event) => match forward(&event, session_id.as_deref(), stats, json, prefix, out) {
+                ItemRef::Comment(_) => stats.comments += 1,
+                ItemRef::Event(event) => match forward(event, session_id.as_deref(), stats, json, prefix, out) {
                     Ok(()) => {}
                     Err(err) => failure = Some(err.into()),
                 },
@@ -369,45 +377,67 @@ impl AdminEventFilter {
 /// redactor's byte scan, and such data stays on one `data:` line); anything
 /// else is decoded and re-encoded compact, as a whole.
 fn forward(
-    event: &Event,
+    event: EventRef,
     session_id: Option<&str>,
     stats: &mut FilterStats,
     json: &mut Vec<u8>,
     prefix: &str,
     out: &mut String,
 ) -> Result<(), AdminEventError> {
-    let id = event.id.as_deref().and_then(parse_event_id).ok_or(AdminEventError::MalformedSseId)?;
-    let probe = Probe::read(&event.data)?;
+    let id = event.id.and_then(parse_event_id).ok_or(AdminEventError::MalformedSseId)?;
+    let probe = Probe::read(event.data)?;
     stats.events += 1;
     if event.event == "system.heartbeat" {
         stats.heartbeats += 1;
     }
-    if !matches_web(&event.event, probe.session_id.as_deref(), session_id) {
+    if !matches_web(event.event, probe.session_id.as_deref(), session_id) {
         return Ok(());
     }
     json.clear();
+    let mut digits = itoa::Buffer::new();
+    let id_text = digits.format(id);
     if memchr::memchr3(b'\\', b'\n', b'\r', event.data.as_bytes()).is_none() {
         json.extend_from_slice(b"{\"id\":");
-        json.extend_from_slice(id.to_string().as_bytes());
+        json.extend_from_slice(id_text.as_bytes());
         json.extend_from_slice(b",\"type\":");
-        // Writing a str into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut *json, &event.event);
+        push_json_str(json, event.event);
         json.extend_from_slice(b",\"timestamp\":");
-        let _ = serde_json::to_writer(&mut *json, &probe.timestamp);
+        match &probe.timestamp {
+            // A string token of data without a backslash: nothing in it needs escaping.
+            Some(ts) => {
+                json.push(b'"');
+                json.extend_from_slice(ts.as_bytes());
+                json.push(b'"');
+            }
+            None => json.extend_from_slice(b"null"),
+        }
         json.extend_from_slice(b",\"data\":");
         json.extend_from_slice(event.data.as_bytes());
         json.push(b'}');
     } else {
-        let admin = AdminEvent::from_sse(event)?;
+        let admin = AdminEvent::from_sse(&event.to_owned())?;
         // Serializing a string-keyed map into a Vec cannot fail; if it somehow
         // did, refusing the event is the safe side.
         serde_json::to_writer(&mut *json, &admin).map_err(|_| AdminEventError::MalformedSseData)?;
     }
     let text = std::str::from_utf8(json).map_err(|_| AdminEventError::MalformedSseData)?;
     out.push_str(prefix);
-    push_admin_frame(out, id, text);
+    push_admin_frame_text(out, id_text, text);
     stats.forwarded += 1;
     Ok(())
+}
+
+/// `text` as a JSON string: copied when nothing in it needs an escape (an
+/// event name, nearly always), else serde_json's escaping.
+fn push_json_str(json: &mut Vec<u8>, text: &str) {
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        json.push(b'"');
+        json.extend_from_slice(text.as_bytes());
+        json.push(b'"');
+    } else {
+        // Writing a str into a Vec cannot fail.
+        let _ = serde_json::to_writer(json, text);
+    }
 }
 
 /// What the filter reads of an event's data: `session_id` and `timestamp`
@@ -515,6 +545,7 @@ impl<'de> Visitor<'de> for ScalarVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parser::Item;
     use serde_json::json;
 
     fn sse(id: Option<&str>, event: &str, data: &str) -> Event {
@@ -944,6 +975,15 @@ mod tests {
         assert_eq!(blocks.len(), 4, "{out}");
         assert!(blocks[..3].iter().all(|b| b.starts_with(": t=7\nevent: admin_event\n")), "{out}");
         assert!(blocks[3].starts_with(": t=8\nevent: stream_error\n"), "{out}");
+    }
+
+    #[test]
+    fn json_strings_are_written_as_serde_json_writes_them() {
+        for text in ["turn.started", "", "é — 😀", "a\"b", "a\\b", "tab\there", "\u{1}", "\u{7f}", "</script>"] {
+            let mut json = Vec::new();
+            push_json_str(&mut json, text);
+            assert_eq!(String::from_utf8(json).unwrap(), serde_json::to_string(text).unwrap(), "{text:?}");
+        }
     }
 
     #[test]

@@ -17,4 +17,4 @@ pub use admin::{
     FilterStats, Flow, StreamError, ADMIN_EVENT_NAME, STREAM_ERROR_NAME,
 };
 pub use encoder::{encode_comment, encode_event, encode_keepalive, EncodeError, KEEPALIVE};
-pub use parser::{Event, Item, Limits, Parser, SseError, DEFAULT_MAX_BYTES};
+pub use parser::{Event, EventRef, Item, ItemRef, Limits, Parser, SseError, DEFAULT_MAX_BYTES};

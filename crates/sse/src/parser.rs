@@ -60,6 +60,43 @@ pub enum Item {
     Comment(String),
 }
 
+/// An [`Event`] borrowed from the parser's buffers, as [`Parser::feed_with`]
+/// hands it over: a relay reads it in place, with no copy per event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventRef<'a> {
+    pub id: Option<&'a str>,
+    pub event: &'a str,
+    pub data: &'a str,
+    pub retry: Option<u64>,
+}
+
+/// An [`Item`] borrowed from the parser's buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemRef<'a> {
+    Event(EventRef<'a>),
+    Comment(&'a str),
+}
+
+impl EventRef<'_> {
+    pub fn to_owned(&self) -> Event {
+        Event {
+            id: self.id.map(str::to_owned),
+            event: self.event.to_owned(),
+            data: self.data.to_owned(),
+            retry: self.retry,
+        }
+    }
+}
+
+impl ItemRef<'_> {
+    pub fn to_owned(&self) -> Item {
+        match self {
+            ItemRef::Event(event) => Item::Event(event.to_owned()),
+            ItemRef::Comment(text) => Item::Comment((*text).to_owned()),
+        }
+    }
+}
+
 /// Why the parser stopped. After one, every further `feed` returns it again
 /// until [`Parser::finish`] starts a new stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,12 +202,13 @@ impl Parser {
     /// Parses `chunk`, appending every completed item to `out`. Items
     /// completed before an error are still appended.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<Item>) -> Result<(), SseError> {
-        self.feed_with(chunk, |item| out.push(item))
+        self.feed_with(chunk, |item| out.push(item.to_owned()))
     }
 
     /// Parses `chunk`, handing every completed item to `on_item` in stream
-    /// order. Items completed before an error are still handed over.
-    pub fn feed_with<F: FnMut(Item)>(&mut self, chunk: &[u8], mut on_item: F) -> Result<(), SseError> {
+    /// order, borrowed (valid during the call). Items completed before an
+    /// error are still handed over.
+    pub fn feed_with<F: FnMut(ItemRef<'_>)>(&mut self, chunk: &[u8], mut on_item: F) -> Result<(), SseError> {
         if let Some(err) = self.error {
             return Err(err);
         }
@@ -206,7 +244,7 @@ impl Parser {
         discarded
     }
 
-    fn feed_inner(&mut self, mut chunk: &[u8], on_item: &mut dyn FnMut(Item)) -> Result<(), SseError> {
+    fn feed_inner(&mut self, mut chunk: &[u8], on_item: &mut dyn FnMut(ItemRef<'_>)) -> Result<(), SseError> {
         if let BomState::Matching(matched) = self.bom {
             chunk = self.strip_bom(matched, chunk);
         }
@@ -283,7 +321,7 @@ impl Parser {
         }
     }
 
-    fn process_line(&mut self, line: &[u8], on_item: &mut dyn FnMut(Item)) -> Result<(), SseError> {
+    fn process_line(&mut self, line: &[u8], on_item: &mut dyn FnMut(ItemRef<'_>)) -> Result<(), SseError> {
         let Some(&first) = line.first() else {
             self.dispatch(on_item);
             return Ok(());
@@ -291,7 +329,7 @@ impl Parser {
         if first == b':' {
             let mut text = String::new();
             push_lossy(&mut text, strip_one_space(&line[1..]));
-            on_item(Item::Comment(text));
+            on_item(ItemRef::Comment(&text));
             return Ok(());
         }
         let (name, value) = match memchr::memchr(b':', line) {
@@ -333,7 +371,7 @@ impl Parser {
         Ok(())
     }
 
-    fn dispatch(&mut self, on_item: &mut dyn FnMut(Item)) {
+    fn dispatch(&mut self, on_item: &mut dyn FnMut(ItemRef<'_>)) {
         let retry = self.event_retry.take();
         if self.data.is_empty() {
             self.event_type.clear();
@@ -342,17 +380,16 @@ impl Parser {
         if self.data.ends_with('\n') {
             self.data.pop();
         }
-        // Copy out and keep the buffers: one exact-size allocation per
-        // event instead of regrowing the buffers from empty every time.
-        let data = self.data.clone();
+        let event = if self.event_type.is_empty() { "message" } else { self.event_type.as_str() };
+        let id = (!self.last_event_id.is_empty()).then_some(self.last_event_id.as_str());
+        on_item(ItemRef::Event(EventRef { id, event, data: &self.data, retry }));
+        // The buffers are kept for the next event (no allocation per event),
+        // unless one huge event grew them.
         self.data.clear();
         if self.data.capacity() > RETAINED_CAPACITY {
             self.data.shrink_to(RETAINED_CAPACITY);
         }
-        let event = if self.event_type.is_empty() { String::from("message") } else { self.event_type.clone() };
         self.event_type.clear();
-        let id = (!self.last_event_id.is_empty()).then(|| self.last_event_id.clone());
-        on_item(Item::Event(Event { id, event, data, retry }));
     }
 }
 
@@ -771,7 +808,7 @@ mod tests {
     fn feed_with_hands_items_in_order() {
         let mut parser = Parser::new();
         let mut seen = Vec::new();
-        parser.feed_with(b": a\ndata: 1\n\n: b\n", |item| seen.push(item)).expect("within limits");
+        parser.feed_with(b": a\ndata: 1\n\n: b\n", |item| seen.push(item.to_owned())).expect("within limits");
         assert_eq!(
             seen,
             vec![Item::Comment("a".into()), Item::Event(ev(None, "message", "1")), Item::Comment("b".into())]
