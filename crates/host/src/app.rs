@@ -96,7 +96,13 @@ fn engine() -> Result<Engine> {
         .total_core_instances(2000)
         .total_memories(1000)
         .total_tables(1000)
-        .max_memory_size(256 << 20);
+        .max_memory_size(256 << 20)
+        // As Spin 4.0.2 (crates/core): a freed slot's first 2 MiB of linear
+        // memory and 512 KiB of table are zeroed in place, not madvise'd
+        // away, so the next request neither faults them back in nor makes
+        // every core flush its TLB.
+        .linear_memory_keep_resident(2 << 20)
+        .table_keep_resident(512 << 10);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     // `RATATOSKR_WASM_PROFILE=perfmap` names JIT code for `perf record`
     // (BENCHMARKS.md's profiles); off by default, it costs nothing then.

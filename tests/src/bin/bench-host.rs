@@ -127,7 +127,7 @@ async fn scenarios(runtime: &str, app: &TestApp, upstream: &MockUpstream) -> Vec
 
 #[tokio::main]
 async fn main() {
-    let n: usize = std::env::args().nth(1).map(|s| s.parse().expect("N")).unwrap_or(3000);
+    let arg = std::env::args().nth(1);
     require_wasm("static_files.wasm");
     require_wasm("probe.wasm");
     let upstream = MockUpstream::start(|_| async { respond(200, "text/plain", "ok") }).await;
@@ -136,6 +136,13 @@ async fn main() {
         TestAppOptions::new(site.join("spin.toml")).variable("upstream_origin", &format!("http://{}", upstream.addr))
     };
     let host = TestApp::start_on(&Runtime::Host, options()).await.unwrap();
+    // `-- profile`: only wrk on the host's trivial component, for `perf record`.
+    if arg.as_deref() == Some("profile") {
+        let (rate, p50) = tokio::task::block_in_place(|| wrk(&host)).expect("wrk on PATH");
+        println!("host: {rate:.0} req/s, p50 {p50:.2} ms");
+        return;
+    }
+    let n: usize = arg.map(|s| s.parse().expect("N")).unwrap_or(3000);
     let spin = match spin_bin() {
         Some(bin) => Some(TestApp::start_on(&Runtime::Spin(bin), options()).await.unwrap()),
         None => {
