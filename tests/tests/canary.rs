@@ -339,3 +339,68 @@ async fn inv_admin_key_affect_history_holds_only_redacted_snapshots() {
         assert!(!log.contains(key), "a key was logged:\n{log}");
     }
 }
+
+/// The admin stream at full speed (issue 14): 20,000 events flooded as fast as
+/// the proxy takes them, in chunks that each end in the middle of a key, the
+/// keys raw, in event names, as JSON object keys and hidden behind JSON
+/// escapes (`\u0061...`, which any JSON reader decodes). Every event arrives
+/// in order, and neither key is in the bytes or in any decoded payload.
+#[tokio::test(flavor = "multi_thread")]
+async fn inv_admin_key_admin_stream_redacted_across_chunk_boundaries_at_full_speed() {
+    let keys = Keys::random();
+    let (mock, mut senders) = sse_mock(200).await;
+    let app = app_with(&keys, &mock).await;
+    let mut sse = Sse::open(&app, "/api/admin/events?session_id=s_1", None).await;
+    let upstream = next_sender(&mut senders).await;
+    let (admin, consumer) = (keys.admin.as_str(), keys.consumer.as_str());
+    let escaped = |key: &str| key.chars().map(|c| format!("\\u{:04x}", c as u32)).collect::<String>();
+    let n = 20_000u64;
+    let mut body = String::new();
+    for id in 1..=n {
+        let data = match id % 4 {
+            0 => format!(r#"{{"session_id":"s_1","note":"{admin}","{consumer}":{id}}}"#),
+            1 => format!(r#"{{"session_id":"s_1","hidden":"{}","also":"x{}y"}}"#, escaped(admin), escaped(consumer)),
+            2 => format!(r#"{{"session_id":"s_1","timestamp":"{admin}"}}"#),
+            _ => format!(r#"{{"session_id":"s_1","n":{id}}}"#),
+        };
+        let name = if id % 7 == 0 { format!("turn.{consumer}") } else { "turn.delta".to_string() };
+        body.push_str(&format!("id: {id}\nevent: {name}\ndata: {data}\n\n"));
+    }
+    // Chunk ends: the middle of the first key found past a varying size.
+    let mut middles: Vec<usize> = [admin, consumer]
+        .iter()
+        .flat_map(|key| body.match_indices(key).map(|(at, key)| at + key.len() / 2).collect::<Vec<_>>())
+        .collect();
+    middles.sort_unstable();
+    let (mut start, mut cuts) = (0, 0);
+    for (i, &middle) in middles.iter().enumerate() {
+        if middle - start >= 1024 + (i * 7919) % (60 * 1024) {
+            push(&upstream, &body[start..middle]);
+            (start, cuts) = (middle, cuts + 1);
+        }
+    }
+    push(&upstream, &body[start..]);
+    assert!(cuts >= 50, "the body went out in {cuts} key-splitting chunks");
+
+    let started = std::time::Instant::now();
+    let mut seen = 0;
+    while seen < n {
+        let frame = sse.next_event(Duration::from_secs(10)).await.expect("the stream stays open");
+        let payload = frame.json();
+        seen += 1;
+        assert_eq!(payload["id"], seen, "every event, in order");
+        let decoded = payload.to_string();
+        for key in keys.all() {
+            assert!(!decoded.contains(key), "a key survived in a decoded payload: {decoded}");
+        }
+        if seen % 4 == 1 {
+            assert_eq!(payload["data"]["hidden"], "[redacted]", "{decoded}");
+            assert_eq!(payload["data"]["also"], "x[redacted]y", "{decoded}");
+        }
+    }
+    eprintln!("{n} events through the proxy in {:?}", started.elapsed());
+    for key in keys.all() {
+        assert!(!sse.raw.contains(key), "a key left the server in the admin stream");
+        assert!(!app.log().contains(key), "a key was logged");
+    }
+}
