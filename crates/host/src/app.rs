@@ -23,6 +23,7 @@ use crate::files::{component_mounts, FilesMountStrategy, Mounting};
 use crate::key_value::KeyValueStores;
 use crate::log::{GuestOutput, LogSink};
 use crate::manifest::Manifest;
+use crate::memory::MemoryPeak;
 use crate::outbound::AllowedHosts;
 use crate::routing::{RouteMatch, Router};
 use crate::runtime_config::RuntimeConfig;
@@ -58,6 +59,8 @@ pub struct ComponentConfig {
 struct LoadedComponent {
     config: Arc<ComponentConfig>,
     pre: ProxyPre<RequestState>,
+    /// The most linear memory one of its instances has had (see [`App::take_memory_peak`]).
+    memory_peak: MemoryPeak,
 }
 
 pub struct AppInner {
@@ -224,7 +227,10 @@ impl App {
                 .map_err(anyhow::Error::from)
                 .with_context(|| format!("component '{id}' is not a wasi:http proxy"))?;
             options.log.line(&format!("loaded component '{id}' in {:.0} ms", started.elapsed().as_secs_f64() * 1e3));
-            components.insert(id.clone(), LoadedComponent { config: Arc::new(config), pre });
+            components.insert(
+                id.clone(),
+                LoadedComponent { config: Arc::new(config), pre, memory_peak: MemoryPeak::default() },
+            );
         }
 
         let inner = AppInner {
@@ -259,6 +265,14 @@ impl App {
 
     pub fn route(&self, path: &str) -> Option<RouteMatch> {
         self.inner.router.route(path)
+    }
+
+    /// The most linear memory (bytes, all its memories together) any one
+    /// instance of `component` has had since the last call, which starts
+    /// over; `None` for an unknown component. Measured by each store's
+    /// `ResourceLimiter` ([`crate::memory`]) as the guest grows its memory.
+    pub fn take_memory_peak(&self, component: &str) -> Option<usize> {
+        self.inner.components.get(component).map(|c| c.memory_peak.take())
     }
 }
 
@@ -304,8 +318,9 @@ impl AppInner {
                 .map_err(anyhow::Error::from)
                 .with_context(|| format!("mounting {} for '{}'", host_dir.display(), config.id))?;
         }
-        let mut store =
-            Store::new(component.pre.engine(), RequestState::new(self.clone(), config.clone(), wasi.build()));
+        let state = RequestState::new(self.clone(), config.clone(), wasi.build(), component.memory_peak.clone());
+        let mut store = Store::new(component.pre.engine(), state);
+        store.limiter(|state| &mut state.memory);
         store.epoch_deadline_async_yield_and_update(1);
 
         let (sender, receiver) = tokio::sync::oneshot::channel();

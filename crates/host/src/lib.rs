@@ -8,7 +8,8 @@
 //!   store per request; [`server`]: the HTTP front door.
 //! - [`outbound_http`]: the outgoing-request hook (allow-list, service
 //!   chaining, test redirects); [`spin_imports`] + [`key_value`] + [`sqlite`]:
-//!   Spin's own interfaces; [`clock`]: a wall clock tests can move.
+//!   Spin's own interfaces; [`clock`]: a wall clock tests can move;
+//!   [`memory`]: each component's peak guest linear memory.
 //! - [`testing`]: what tests need: ephemeral apps and counting mock upstreams.
 
 pub mod app;
@@ -17,6 +18,7 @@ pub mod files;
 pub mod key_value;
 pub mod log;
 pub mod manifest;
+pub mod memory;
 pub mod outbound;
 mod outbound_http;
 pub mod routing;

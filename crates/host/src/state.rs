@@ -8,6 +8,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::app::{AppInner, ComponentConfig};
+use crate::memory::{MemoryGauge, MemoryPeak};
 use crate::outbound_http::OutboundHooks;
 
 pub struct RequestState {
@@ -17,12 +18,15 @@ pub struct RequestState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     hooks: OutboundHooks,
+    /// The store's `ResourceLimiter`: its linear memory, reported to the component's peak.
+    pub(crate) memory: MemoryGauge,
 }
 
 impl RequestState {
-    pub(crate) fn new(app: Arc<AppInner>, component: Arc<ComponentConfig>, wasi: WasiCtx) -> Self {
+    pub(crate) fn new(app: Arc<AppInner>, component: Arc<ComponentConfig>, wasi: WasiCtx, peak: MemoryPeak) -> Self {
         let hooks = OutboundHooks::new(app.clone(), component.clone());
-        Self { app, component, table: ResourceTable::new(), wasi, http: WasiHttpCtx::new(), hooks }
+        let memory = MemoryGauge::new(peak);
+        Self { app, component, table: ResourceTable::new(), wasi, http: WasiHttpCtx::new(), hooks, memory }
     }
 }
 
