@@ -13,7 +13,7 @@ use crate::db::testing::MemDb;
 use crate::db::Db;
 use crate::egress::{Egress, OutboundRequest, OutboundResponse, TransportFailure};
 use crate::util::{sha256_hex, BaseUrl};
-use crate::{schema, seed, tokens};
+use crate::{schema, seed, tokens, traces};
 
 const DEMO_PASSWORD: &str = "demo-pass-3141";
 const ROOT_EMAIL: &str = "root@ops.test";
@@ -149,7 +149,17 @@ impl World {
             headers: list,
             body: Body::Bytes(body.unwrap_or("").as_bytes().to_vec()),
         };
-        let response = handle(&self.ctx(), &req);
+        let mut response = handle(&self.ctx(), &req);
+        // A streamed body (a long trace) is drained here, as the handler writes it.
+        if let Some(pages) = response.stream.take() {
+            let mut rest = Vec::new();
+            let end = traces::drain(pages, &self.db, traces::WRITE_AT, |chunk| {
+                rest.extend_from_slice(chunk);
+                true
+            });
+            assert_eq!(end, traces::Drained::Complete);
+            response.body.push_str(std::str::from_utf8(&rest).unwrap());
+        }
         let mut seen = self.seen.borrow_mut();
         seen.push(response.body.clone());
         seen.extend(response.headers.iter().map(|(_, v)| v.clone()));
@@ -704,6 +714,54 @@ fn trace_reads_follow_the_role_rule_and_return_ordered_decoded_steps() {
     );
     assert_eq!(w.get("/traces/trc_acme_main_1", &w.login("platform@demo.test")).status, 200);
     assert_error(&w.get("/traces/x'%20OR%201=1", &admin), 400, "invalid_trace_id");
+}
+
+#[test]
+fn a_long_trace_reads_as_one_document_across_pages() {
+    let w = World::new();
+    let admin = w.login("admin@acme.test");
+    let steps = 3 * traces::PAGE + 7;
+    w.db.exec(
+        "INSERT INTO traces (id, gateway_id, started_at, model, status) VALUES ('trc_long', 'gw_acme_main', 1, 'm', 'ok')",
+        &[],
+    )
+    .unwrap();
+    for seq in 0..steps {
+        // ~300 bytes a step: more than traces::WRITE_AT in all, so the trace is streamed.
+        let data = if seq % 3 == 0 {
+            format!("{{\"b\":\"{}\",\"a\":[1.0]}}", "x".repeat(250))
+        } else {
+            format!("{{\"seq\":\"{}\"}}", "y".repeat(250))
+        };
+        w.db.exec(
+            "INSERT INTO trace_steps (trace_id, seq, name, started_at, ended_at, data) VALUES ('trc_long', ?, 'llm.call', ?, ?, ?)",
+            &[seq.into(), seq.into(), (seq + 1).into(), data.as_str().into()],
+        )
+        .unwrap();
+    }
+    // As the handler gets it: the first pages as the body, the rest as a stream.
+    let undrained = |path: &str| {
+        let req = Request {
+            method: "GET".into(),
+            path: path.into(),
+            query: String::new(),
+            headers: vec![("authorization".into(), format!("Bearer {admin}"))],
+            body: Body::Bytes(Vec::new()),
+        };
+        handle(&w.ctx(), &req)
+    };
+    let first = undrained("/traces/trc_long");
+    assert_eq!(first.status, 200);
+    assert!(first.stream.is_some(), "more than a page: the rest is streamed");
+    assert!(first.body.starts_with("{\"steps\":[{\"data\":{\"a\":[1.0],\"b\":\"xxx"), "{}", &first.body[..60]);
+    assert!(first.body.len() >= traces::WRITE_AT, "the head leaves with a full first write");
+    let r = w.get("/traces/trc_long", &admin);
+    assert_eq!(r.body, traces::tests::reference_body(&w.db, "trc_long"));
+    assert_eq!(json_of(&r)["trace"]["step_count"], steps);
+    // A short trace is one body, nothing streamed.
+    let short = undrained("/traces/trc_acme_main_3");
+    assert!(short.stream.is_none());
+    assert_eq!(short.body, traces::tests::reference_body(&w.db, "trc_acme_main_3"));
 }
 
 #[test]

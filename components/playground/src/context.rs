@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::db::Db;
 use crate::egress::{Egress, TransportFailure};
 use crate::error::{ApiError, PlaygroundErrors};
+use crate::traces::StepPages;
 use crate::util::{hex, BaseUrl};
 
 /// Request bodies here are tiny JSON objects.
@@ -151,16 +152,26 @@ impl Request {
     }
 }
 
+/// An answer: JSON, with the standard JSON headers plus `headers`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
+    /// The body, or with a `stream` its first bytes.
     pub body: String,
+    /// The rest of the body, read and written page by page after `body`
+    /// (a long trace read): [`crate::traces::drain`] writes it.
+    pub stream: Option<StepPages>,
 }
 
 impl Response {
     pub fn json(status: u16, body: &Value) -> Self {
-        Response { status, headers: Vec::new(), body: body.to_string() }
+        Self::text(status, body.to_string())
+    }
+
+    /// A body already encoded.
+    pub fn text(status: u16, body: String) -> Self {
+        Response { status, headers: Vec::new(), body, stream: None }
     }
 
     pub fn with_header(mut self, name: &str, value: impl Into<String>) -> Self {
@@ -171,7 +182,7 @@ impl Response {
 
 impl From<ApiError> for Response {
     fn from(e: ApiError) -> Self {
-        Response { status: e.status, headers: e.headers.clone(), body: e.body() }
+        Response { status: e.status, headers: e.headers.clone(), body: e.body(), stream: None }
     }
 }
 

@@ -11,12 +11,12 @@ use guest_http::{
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
 
-use crate::api;
 use crate::context::{self, Body, Config, Ctx, Random, Request, MAX_REQUEST_BODY};
 use crate::egress::{Egress, OutboundRequest, OutboundResponse, TransportFailure};
 use crate::error::ApiError;
 use crate::inference::{self, Utf8Carry};
 use crate::search::MAX_PROVIDER_BODY;
+use crate::{api, traces};
 use gateway_ledger::SpinDb;
 
 /// Request headers the API looks at; nothing else is copied.
@@ -32,18 +32,47 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
         };
     }
     let request = to_request(&req, path, query);
-    let response: context::Response =
+    let (response, db): (context::Response, _) =
         match (Config::from_vars(|name| spin_sdk::variables::get(name).ok()), SpinDb::open("default")) {
-            (Err(e), _) => e.into(),
+            (Err(e), _) => (e.into(), None),
             (Ok(_), Err(_)) => {
-                ApiError::new(500, "storage_error", "the Playground database could not be opened").into()
+                (ApiError::new(500, "storage_error", "the Playground database could not be opened").into(), None)
             }
             (Ok(config), Ok(db)) => {
                 let ctx = Ctx { db: &db, config: &config, now_ms: now_ms(), random: &WasiRandom, egress: &WasiEgress };
-                api::handle(&ctx, &request)
+                (api::handle(&ctx, &request), Some(db))
             }
         };
-    send_json(out, response.status, &response.body, &response.headers);
+    match (response.stream, db) {
+        (Some(pages), Some(db)) => send_streamed(out, response.status, &response.headers, &response.body, pages, &db),
+        _ => send_json(out, response.status, &response.body, &response.headers),
+    }
+}
+
+/// A body that goes on after `first`: the head and `first` leave, then each
+/// page as it is read, every write waiting for the host's permits (a slow
+/// client holds back the reads, not memory). A page that fails after the
+/// head is sent aborts the body (see [`traces::Drained::Failed`]).
+fn send_streamed(
+    out: ResponseOutparam,
+    status: u16,
+    extra: &[(String, String)],
+    first: &str,
+    pages: traces::StepPages,
+    db: &SpinDb,
+) {
+    let mut list: Vec<(&str, &str)> = guest_http::headers::JSON.to_vec();
+    list.extend(extra.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    let Some(body) = respond(out, status, &list, first.as_bytes()) else { return };
+    match traces::drain(pages, db, traces::WRITE_AT, |chunk| body.write(chunk)) {
+        traces::Drained::Complete => body.finish(),
+        traces::Drained::ClientGone => {}
+        traces::Drained::Failed(e) => {
+            eprintln!("playground: a trace read failed after its head was sent, the body is aborted: {}", e.0);
+            // Dropped unfinished, the body is aborted (wasi:http), never ended short.
+            drop(body);
+        }
+    }
 }
 
 fn now_ms() -> i64 {

@@ -12,7 +12,8 @@
 //! - [`auth`]: sign-in, sessions, cookies, CSRF, rate limits, impersonation.
 //! - [`access`]: roles, gateway scopes and the per-route decisions.
 //! - [`tokens`]: playground token mint; [`search`]: the probe, EU gate and
-//!   provider classification; [`traces`]; [`gateways`]; [`inference`]: the
+//!   provider classification; [`traces`] (a long trace streamed page by
+//!   page, [`trace_json`] its exact bytes); [`gateways`]; [`inference`]: the
 //!   console's same-origin chat pass-through (`/gw/{tenant}/{gateway}/...`).
 //! - [`db`]: the SQL trait; [`schema`]: tables (and the contract the
 //!   simulator's inference endpoint relies on) and migrations; [`seed`]:
@@ -37,6 +38,7 @@ pub mod schema;
 pub mod search;
 pub mod seed;
 pub mod tokens;
+pub mod trace_json;
 pub mod traces;
 pub mod util;
 

@@ -100,6 +100,22 @@ impl Row {
         }
     }
 
+    /// [`Self::text`], moving the value out (the column reads NULL after).
+    pub fn take_text(&mut self, i: usize) -> Result<String, DbError> {
+        self.take_opt_text(i)?.ok_or_else(|| DbError(format!("column {i} is NULL")))
+    }
+
+    /// [`Self::opt_text`], moving the value out instead of copying it (the column reads
+    /// NULL after): a page of long texts is not held twice.
+    pub fn take_opt_text(&mut self, i: usize) -> Result<Option<String>, DbError> {
+        if let Some(Val::Text(t)) = self.0.get_mut(i) {
+            let t = std::mem::take(t);
+            self.0[i] = Val::Null;
+            return Ok(Some(t));
+        }
+        self.opt_text(i)
+    }
+
     pub fn int(&self, i: usize) -> Result<i64, DbError> {
         self.opt_int(i)?.ok_or_else(|| DbError(format!("column {i} is NULL")))
     }

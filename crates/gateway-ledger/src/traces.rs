@@ -16,8 +16,12 @@ pub const READ: &str =
     "SELECT tr.id, tr.gateway_id, tr.started_at, tr.ended_at, tr.model, tr.status, g.slug, g.tenant_id, t.slug
            FROM traces tr JOIN gateways g ON g.id = tr.gateway_id JOIN tenants t ON t.id = g.tenant_id
           WHERE tr.id = ?";
-/// A trace's steps in order: [`StoredStep`]'s columns.
-pub const STEPS: &str = "SELECT name, started_at, ended_at, data FROM trace_steps WHERE trace_id = ? ORDER BY seq";
+/// The first page of a trace's steps, in order: `seq`, then [`StoredStep`]'s columns.
+pub const STEPS_FIRST: &str =
+    "SELECT seq, name, started_at, ended_at, data FROM trace_steps WHERE trace_id = ? ORDER BY seq LIMIT ?";
+/// The page after `seq = ?` (keyset paging on the primary key: each page is one index seek).
+pub const STEPS_AFTER: &str =
+    "SELECT seq, name, started_at, ended_at, data FROM trace_steps WHERE trace_id = ? AND seq > ? ORDER BY seq LIMIT ?";
 /// A gateway's newest traces: [`Summary`]'s columns.
 pub const LIST: &str =
     "SELECT id, started_at, model, status FROM traces WHERE gateway_id = ? ORDER BY started_at DESC, id LIMIT ?";
@@ -85,9 +89,11 @@ pub fn read(db: &dyn Db, trace_id: &str) -> Result<Option<Trace>, DbError> {
     }))
 }
 
-/// One row of [`STEPS`].
+/// One step of [`STEPS_FIRST`] / [`STEPS_AFTER`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredStep {
+    /// Its position in the trace (what the next page starts after).
+    pub seq: i64,
     pub name: String,
     pub started_at_ms: Option<i64>,
     pub ended_at_ms: Option<i64>,
@@ -95,15 +101,22 @@ pub struct StoredStep {
     pub data: Option<String>,
 }
 
-pub fn steps(db: &dyn Db, trace_id: &str) -> Result<Vec<StoredStep>, DbError> {
-    db.query(STEPS, &[trace_id.into()])?
-        .iter()
-        .map(|r: &Row| {
+/// At most `limit` of a trace's steps in `seq` order: the first ones, or those after
+/// `after` (the last `seq` of the page before). A page shorter than `limit` is the last.
+/// Rows held at once are bounded by `limit`, whatever the trace's length.
+pub fn steps_page(db: &dyn Db, trace_id: &str, after: Option<i64>, limit: i64) -> Result<Vec<StoredStep>, DbError> {
+    let rows = match after {
+        None => db.query(STEPS_FIRST, &[trace_id.into(), Val::Int(limit)])?,
+        Some(seq) => db.query(STEPS_AFTER, &[trace_id.into(), Val::Int(seq), Val::Int(limit)])?,
+    };
+    rows.into_iter()
+        .map(|mut r: Row| {
             Ok(StoredStep {
-                name: r.text(0)?,
-                started_at_ms: r.opt_int(1)?,
-                ended_at_ms: r.opt_int(2)?,
-                data: r.opt_text(3)?,
+                seq: r.int(0)?,
+                name: r.take_text(1)?,
+                started_at_ms: r.opt_int(2)?,
+                ended_at_ms: r.opt_int(3)?,
+                data: r.take_opt_text(4)?,
             })
         })
         .collect()
@@ -165,13 +178,23 @@ mod tests {
                 tenant_slug: "acme".into(),
             }
         );
-        let names: Vec<_> = steps(&db, "trc_1").unwrap().into_iter().map(|s| s.name).collect();
+        let names: Vec<_> = steps_page(&db, "trc_1", None, 10).unwrap().into_iter().map(|s| s.name).collect();
         assert_eq!(names, ["auth", "route"], "in seq order");
-        assert_eq!(steps(&db, "trc_1").unwrap()[1].data.as_deref(), Some("{\"text\":\"it's \\\"quoted\\\"\"}"));
+        assert_eq!(
+            steps_page(&db, "trc_1", None, 10).unwrap()[1].data.as_deref(),
+            Some("{\"text\":\"it's \\\"quoted\\\"\"}")
+        );
         let ids: Vec<_> = list(&db, "gw_main", 10).unwrap().into_iter().map(|s| s.id).collect();
         assert_eq!(ids, ["trc_2", "trc_1"], "newest first");
         assert_eq!(list(&db, "gw_main", 1).unwrap().len(), 1);
         assert_eq!(read(&db, "trc_none").unwrap(), None);
+        // Paged: a page of `limit` rows, then the rest after its last seq.
+        let first = steps_page(&db, "trc_1", None, 1).unwrap();
+        assert_eq!((first.len(), first[0].seq, first[0].name.as_str()), (1, 0, "auth"));
+        let rest = steps_page(&db, "trc_1", Some(0), 1).unwrap();
+        assert_eq!((rest.len(), rest[0].seq, rest[0].name.as_str()), (1, 1, "route"));
+        assert!(steps_page(&db, "trc_1", Some(1), 1).unwrap().is_empty());
+        assert!(steps_page(&db, "trc_none", None, 10).unwrap().is_empty());
         // A duplicate seq fails on the primary key.
         let dup = NewStep { trace_id: "trc_1", seq: 0, name: "auth", started_at_ms: 0, ended_at_ms: None, data: "{}" };
         assert!(add_step(&db, &dup).is_err());
