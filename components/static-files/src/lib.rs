@@ -8,9 +8,6 @@ use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
 use static_core::{join_field_values, request_path, serve, ReplyBody, RequestHead, Site};
 
-/// File reads per write: big writes become few TCP segments (Spin keeps Nagle on).
-const READ_CHUNK: usize = 64 * 1024;
-
 #[http_component]
 fn handle(request: IncomingRequest, response_out: ResponseOutparam) {
     // Never read the request body: a static GET has none, and a large POST must
@@ -39,12 +36,8 @@ fn handle(request: IncomingRequest, response_out: ResponseOutparam) {
     // A short file body against its Content-Length makes the host abort the
     // response instead of sending a bad one.
     if let ReplyBody::File { file, len } = reply.body {
-        let mut file = file.take(len);
-        let mut buffer = vec![0u8; READ_CHUNK];
-        while let Ok(n @ 1..) = file.read(&mut buffer) {
-            if !body.write(&buffer[..n]) {
-                return;
-            }
+        if !body.copy_from(file.take(len)) {
+            return;
         }
     }
     body.finish();

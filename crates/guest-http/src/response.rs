@@ -3,6 +3,7 @@
 use spin_sdk::http::{Fields, OutgoingBody, OutgoingResponse, ResponseOutparam};
 use wasi::io::streams::OutputStream;
 
+use crate::body::READ_CHUNK;
 use crate::headers;
 
 /// A response body being written. Writes return `false` once the client is
@@ -18,6 +19,20 @@ impl Body {
     /// piece, so big writes become few TCP segments.
     pub fn write(&self, bytes: &[u8]) -> bool {
         write_stream(&self.stream, bytes)
+    }
+
+    /// Copies `reader` to the end, [`READ_CHUNK`] bytes per write (big writes
+    /// become few TCP segments: Spin keeps Nagle on); `false` if the client
+    /// left. A read error ends the copy early: a body that then falls short
+    /// of its `content-length` makes the host abort the response.
+    pub fn copy_from(&self, mut reader: impl std::io::Read) -> bool {
+        let mut buffer = vec![0u8; READ_CHUNK as usize];
+        while let Ok(n @ 1..) = reader.read(&mut buffer) {
+            if !self.write(&buffer[..n]) {
+                return false;
+            }
+        }
+        true
     }
 
     /// Writes `bytes` and asks the host to send them now (one stream event).
