@@ -2,19 +2,24 @@
 //! and the built playground.wasm, every scenario against a baseline measured
 //! in the same run:
 //!
-//!   cargo run --profile host -p component-tests --bin bench-playground [-- N]
+//!   cargo run --profile host -p component-tests --bin bench-playground [-- N [traces]]
 //!
 //! 1. Mint: N (default 1000) sequential `POST /admin/v1/playground/token` with
 //!    a tenant admin's bearer session; baseline `GET /admin/v1/auth/me` (the
 //!    same component, the same session lookup, nothing written); and the same
 //!    mint against a second app whose database file is on tmpfs, to show what
 //!    the commits' fsyncs cost.
-//! 2. Trace read: `GET /admin/v1/traces/{id}` of traces of 10, 1,000 and
-//!    10,000 steps (time and response size). Only the inference path writes
+//! 2. Trace read: `GET /admin/v1/traces/{id}` of traces of 10, 1,000, 10,000
+//!    and 100,000 steps (time, time per step, response size, and the peak
+//!    linear memory of the playground's instances, read from the host's
+//!    per-component gauge). Only the inference path writes
 //!    traces, so this bench writes them itself into the SAME SQLite file the
 //!    host serves, through the documented table contract
 //!    (components/playground/src/schema.rs), after the component created its
 //!    schema; the read path measured is the component's own.
+//!
+//! `-- N traces` runs only the trace reads (and their `/auth/me` baseline);
+//! `BENCH_DECILES=1` adds each scenario's latency deciles on stderr.
 //! 3. Search probe: `GET /admin/v1/playground/search` for `gw_acme_main`
 //!    (Brave) whose provider is a mock answering a fixed Brave-shaped body,
 //!    vs the same request sent to that mock directly.
@@ -24,6 +29,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -109,6 +115,13 @@ async fn run(name: impl Into<String>, addr: SocketAddr, call: &Call, warmup: usi
     }
     let total = started.elapsed();
     latencies.sort();
+    // `BENCH_DECILES=1`: each scenario's latency deciles (ms) on stderr, to tell a
+    // shifted distribution from a tail (e.g. ~40 ms delayed-ACK stalls).
+    if std::env::var_os("BENCH_DECILES").is_some() {
+        let deciles: Vec<String> =
+            (0..10).map(|i| format!("{:.1}", latencies[i * n / 10].as_secs_f64() * 1e3)).collect();
+        eprintln!("{name}: deciles ms [{}]", deciles.join(", "));
+    }
     Stats {
         name,
         p50: latencies[n / 2],
@@ -256,6 +269,7 @@ async fn login(app: &TestApp) -> String {
 #[tokio::main]
 async fn main() {
     let n: usize = std::env::args().nth(1).map(|s| s.parse().expect("N")).unwrap_or(1000);
+    let only_traces = std::env::args().nth(2).as_deref() == Some("traces");
     require_wasm("playground.wasm");
     let brave = MockUpstream::start(|_| async { respond(200, "application/json", brave_body()) }).await;
     let dir = std::env::temp_dir().join(format!("ratatoskr-bench-playground-{}", std::process::id()));
@@ -269,21 +283,34 @@ async fn main() {
 
     // 1. Mint vs an authenticated trivial route.
     let me = Call::get("/admin/v1/auth/me").header("authorization", bearer.clone());
+    let warmup = 100;
+    // The sign-in's argon2 hash grew an instance to ~20 MiB: not this route's.
+    app.host().take_memory_peak("playground");
+    let me_stats = run("GET /auth/me (baseline)", app.addr, &me, warmup, n).await;
+    let me_memory = app.host().take_memory_peak("playground").unwrap();
+    if !only_traces {
+        mint_and_search(&app, &brave, &bearer, &me_stats, n, warmup).await;
+    }
+    traces(&app, &db_path, &bearer, &me_stats, me_memory).await;
+    drop(app);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Scenarios 1 (mint) and 3 (search probe).
+async fn mint_and_search(app: &TestApp, brave: &MockUpstream, bearer: &str, me_stats: &Stats, n: usize, warmup: usize) {
     let mint = Call {
         method: http::Method::POST,
         path: "/admin/v1/playground/token".into(),
-        headers: vec![("authorization", bearer.clone()), ("content-type", "application/json".into())],
+        headers: vec![("authorization", bearer.to_string()), ("content-type", "application/json".into())],
         body: Bytes::from(json!({ "gateway_id": GATEWAY }).to_string()),
         expect: 200,
     };
-    let warmup = 100;
-    let me_stats = run("GET /auth/me (baseline)", app.addr, &me, warmup, n).await;
     let mint_stats = run("POST /playground/token (mint)", app.addr, &mint, warmup, n).await;
     // The same mint with the database file on tmpfs, where fsync is free: what the
     // commits' durability costs. (Not in memory: Spin's in-memory SQLite is new per open.)
     let shm = tempfile::Builder::new().prefix("ratatoskr-bench-").tempdir_in("/dev/shm").expect("/dev/shm (tmpfs)");
     let mem_app =
-        TestApp::start(playground_options(&brave, StoreLocation::File(shm.path().join("sqlite_db.db")))).await.unwrap();
+        TestApp::start(playground_options(brave, StoreLocation::File(shm.path().join("sqlite_db.db")))).await.unwrap();
     let mem_bearer = format!("Bearer {}", login(&mem_app).await);
     let mem_mint = Call {
         headers: vec![("authorization", mem_bearer), ("content-type", "application/json".into())],
@@ -292,7 +319,7 @@ async fn main() {
     let mem_stats = run("POST /playground/token (mint), database on tmpfs", mem_app.addr, &mem_mint, warmup, n).await;
     drop(mem_app);
     println!("### Mint ({n} sequential requests after {warmup} warm-up, tenant admin bearer session)\n");
-    table(&[&me_stats, &mint_stats, &mem_stats], false);
+    table(&[me_stats, &mint_stats, &mem_stats], false);
     println!(
         "- mint: {:.0} mints/s; p50 {:.2}x, p99 {:.2}x the authenticated trivial route (+{} ms p50)\n",
         mint_stats.per_sec,
@@ -307,53 +334,12 @@ async fn main() {
         ms(mint_stats.p50.saturating_sub(mem_stats.p50)),
     );
 
-    // 2. Trace reads. The component created the schema when it served the login.
-    let db = SqliteDatabases::open(&BTreeMap::from([("default".to_string(), StoreLocation::File(db_path.clone()))]))
-        .unwrap();
-    let reads = 100;
-    let mut trace_stats = Vec::new();
-    let mut native = Vec::new();
-    for steps in [10usize, 1_000, 10_000] {
-        let id = format!("trc_bench_{steps}");
-        let started = Instant::now();
-        write_trace(&db, &id, steps);
-        let written = started.elapsed();
-        // The read returns every step, decoded.
-        let check = client()
-            .get(app.url(&format!("/admin/v1/traces/{id}")))
-            .header("authorization", &bearer)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(check.status(), 200);
-        let body: Value = serde_json::from_str(&check.text().await.unwrap()).unwrap();
-        assert_eq!(body["trace"]["step_count"], steps);
-        assert_eq!(body["steps"].as_array().unwrap().len(), steps);
-        eprintln!("wrote {id} in {} ms", written.as_millis());
-        let call = Call::get(format!("/admin/v1/traces/{id}")).header("authorization", bearer.clone());
-        trace_stats.push(run(format!("GET /traces/{{id}}, {steps} steps"), app.addr, &call, 5, reads).await);
-        native.push(native_select(&db, &id, steps, reads));
-    }
-    println!("### Trace read ({reads} sequential reads per trace after 5 warm-up; p99 of 100 = the slowest)\n");
-    let rows: Vec<&Stats> = std::iter::once(&me_stats).chain(trace_stats.iter()).collect();
-    table(&rows, true);
-    for ((s, steps), select) in trace_stats.iter().zip([10.0, 1_000.0, 10_000.0]).zip(&native) {
-        println!(
-            "- {steps:.0} steps: p50 {:.2}x /auth/me, {:.1} us and {:.0} bytes per step; the steps SELECT alone, natively through the host's SQLite layer: p50 {} ms",
-            s.p50.as_secs_f64() / me_stats.p50.as_secs_f64(),
-            s.p50.as_secs_f64() * 1e6 / steps,
-            s.bytes as f64 / steps,
-            ms(*select),
-        );
-    }
-    println!();
-
     // 3. Search probe vs the same provider called directly.
     let direct = Call::get(format!("/b/res/v1/web/search?q={QUERY}&count=5"))
         .header("accept", "application/json")
         .header("x-subscription-token", BRAVE_KEY);
     let probe = Call::get(format!("/admin/v1/playground/search?q={QUERY}&gateway_id={GATEWAY}"))
-        .header("authorization", bearer.clone());
+        .header("authorization", bearer);
     let direct_stats = run("fake Brave called directly (baseline)", brave.addr, &direct, warmup, n).await;
     let probe_stats = run("GET /playground/search (probe -> fake Brave)", app.addr, &probe, warmup, n).await;
     let seen = brave.requests();
@@ -365,14 +351,93 @@ async fn main() {
     );
     assert_eq!(last.headers["x-subscription-token"], BRAVE_KEY);
     println!("### Search probe ({n} sequential requests after {warmup} warm-up)\n");
-    table(&[&direct_stats, &me_stats, &probe_stats], false);
+    table(&[&direct_stats, me_stats, &probe_stats], false);
     println!(
         "- probe overhead over the direct call: p50 +{} ms, p99 +{} ms; over /auth/me: p50 +{} ms (the outbound call and result mapping)",
         ms(probe_stats.p50.saturating_sub(direct_stats.p50)),
         ms(probe_stats.p99.saturating_sub(direct_stats.p99)),
         ms(probe_stats.p50.saturating_sub(me_stats.p50)),
     );
+    println!();
+}
 
-    drop(app);
-    let _ = std::fs::remove_dir_all(&dir);
+/// Scenario 2: trace reads of 10 to 100,000 steps.
+async fn traces(app: &TestApp, db_path: &Path, bearer: &str, me_stats: &Stats, me_memory: usize) {
+    let db =
+        SqliteDatabases::open(&BTreeMap::from([("default".to_string(), StoreLocation::File(db_path.to_path_buf()))]))
+            .unwrap();
+    let sizes = [10usize, 1_000, 10_000, 100_000];
+    let mut trace_stats = Vec::new();
+    let mut native = Vec::new();
+    let mut memory = Vec::new();
+    for steps in sizes {
+        // The 100,000-step read is slow before streaming: fewer reads of it.
+        let (warmup, reads) = if steps >= 100_000 { (2, 20) } else { (5, 100) };
+        let id = format!("trc_bench_{steps}");
+        let started = Instant::now();
+        write_trace(&db, &id, steps);
+        let written = started.elapsed();
+        // The read returns every step, decoded.
+        let check = client()
+            .get(app.url(&format!("/admin/v1/traces/{id}")))
+            .header("authorization", bearer)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(check.status(), 200);
+        let body: Value = serde_json::from_str(&check.text().await.unwrap()).unwrap();
+        assert_eq!(body["trace"]["step_count"], steps);
+        assert_eq!(body["steps"].as_array().unwrap().len(), steps);
+        eprintln!("wrote {id} in {} ms", written.as_millis());
+        let call = Call::get(format!("/admin/v1/traces/{id}")).header("authorization", bearer.to_string());
+        app.host().take_memory_peak("playground");
+        let name = format!("GET /traces/{{id}}, {steps} steps ({reads} reads)");
+        trace_stats.push(run(name, app.addr, &call, warmup, reads).await);
+        memory.push(app.host().take_memory_peak("playground").unwrap());
+        native.push(native_select(&db, &id, steps, reads));
+    }
+    println!("### Trace read (sequential reads per trace after a warm-up; p99 = the slowest of 100, or of 20)\n");
+    println!("| scenario | p50 ms | p99 ms | req/s | response bytes | us/step (p50) | peak guest memory |");
+    println!("|---|---|---|---|---|---|---|");
+    let mib = |bytes: usize| format!("{:.2} MiB", bytes as f64 / (1 << 20) as f64);
+    println!(
+        "| {} | {} | {} | {:.0} | {} | | {} |",
+        me_stats.name,
+        ms(me_stats.p50),
+        ms(me_stats.p99),
+        me_stats.per_sec,
+        me_stats.bytes,
+        mib(me_memory)
+    );
+    for ((s, steps), peak) in trace_stats.iter().zip(sizes).zip(&memory) {
+        println!(
+            "| {} | {} | {} | {:.1} | {} | {:.2} | {} |",
+            s.name,
+            ms(s.p50),
+            ms(s.p99),
+            s.per_sec,
+            s.bytes,
+            s.p50.as_secs_f64() * 1e6 / steps as f64,
+            mib(*peak)
+        );
+    }
+    println!();
+    for ((s, steps), select) in trace_stats.iter().zip(sizes).zip(&native) {
+        println!(
+            "- {steps} steps: p50 {:.2}x /auth/me, {:.2} us per step ({:.2} us over /auth/me), {:.0} bytes per step; the steps SELECT alone, natively through the host's SQLite layer: p50 {} ms",
+            s.p50.as_secs_f64() / me_stats.p50.as_secs_f64(),
+            s.p50.as_secs_f64() * 1e6 / steps as f64,
+            s.p50.saturating_sub(me_stats.p50).as_secs_f64() * 1e6 / steps as f64,
+            s.bytes as f64 / steps as f64,
+            ms(*select),
+        );
+    }
+    println!(
+        "- peak guest memory: 1,000 steps {}, 100,000 steps {} ({:.2}x); /auth/me {}",
+        mib(memory[1]),
+        mib(memory[3]),
+        memory[3] as f64 / memory[1] as f64,
+        mib(me_memory)
+    );
+    println!();
 }
