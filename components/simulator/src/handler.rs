@@ -14,7 +14,7 @@ use crate::providers::{self, Reply};
 use crate::rng::Rng;
 use crate::routes::{bearer_ok, query_param, route, split_path_query, Route, Scope};
 use crate::service::{ApiError, Kv, Sim, TurnTicket};
-use crate::streams::{self, Chat, Clock, Io};
+use crate::streams::{self, Chat, Client, Clock, Timed};
 use gateway_ledger::SpinDb;
 use guest_http::{read_request_body, send, start_sse, Body, TransportFailure};
 use serde_json::{json, Value};
@@ -204,35 +204,24 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
     }
 }
 
-/// The response body and the wasi clocks, for [`streams`].
-struct BodyIo(Body);
-
-impl Clock for BodyIo {
-    fn now_ms(&self) -> u64 {
-        now_ms()
-    }
-    fn sleep_ms(&mut self, ms: u64) {
-        sleep_ms(ms)
-    }
-}
-
-impl Io for BodyIo {
-    fn push(&mut self, frame: &str) -> bool {
-        self.0.push(frame.as_bytes())
+/// The response body, as the [`streams`] client.
+impl Client for Body {
+    fn send_frame(&mut self, frame: &str) -> bool {
+        self.push(frame.as_bytes())
     }
 }
 
 fn stream_turn(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, ticket: TurnTicket, rng: &mut Rng) {
     let Some(body) = start_sse(out, &[]) else { return };
-    let mut io = BodyIo(body);
+    let mut io = Timed { clock: WasiClock, client: body };
     streams::turn(&mut io, sim, &ticket, rng);
-    io.0.finish();
+    io.client.finish();
 }
 
 fn stream_admin(out: ResponseOutparam, sim: &Sim<'_, SpinKv>, last_event_id: Option<String>) {
     let Some(body) = start_sse(out, &[]) else { return };
     // Ends when the client leaves (its next write fails).
-    streams::admin(&mut BodyIo(body), sim, last_event_id.as_deref());
+    streams::admin(&mut Timed { clock: WasiClock, client: body }, sim, last_event_id.as_deref());
 }
 
 /// A provider answer, after its scripted delay.
@@ -296,13 +285,13 @@ fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &str, g
         return send_json(out, 200, &body, &[("x-trace-id", &trace_id)]);
     }
     let Some(body) = start_sse(out, &[("x-trace-id", &trace_id)]) else { return };
-    let mut io = BodyIo(body);
+    let mut io = Timed { clock: WasiClock, client: body };
     if run.stream(&mut io) {
-        io.0.finish();
+        io.client.finish();
     }
 }
 
-/// The wasi clocks alone, for a completion that is answered whole.
+/// The wasi clocks.
 struct WasiClock;
 
 impl Clock for WasiClock {

@@ -32,6 +32,33 @@ pub trait Io: Clock {
     fn push(&mut self, frame: &str) -> bool;
 }
 
+/// Where frames go.
+pub trait Client {
+    /// Sends one frame now; `false` once the client is gone.
+    fn send_frame(&mut self, frame: &str) -> bool;
+}
+
+/// A client on a clock: the [`Io`] the handler hands the streams.
+pub struct Timed<C, W> {
+    pub clock: C,
+    pub client: W,
+}
+
+impl<C: Clock, W> Clock for Timed<C, W> {
+    fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+    fn sleep_ms(&mut self, ms: u64) {
+        self.clock.sleep_ms(ms)
+    }
+}
+
+impl<C: Clock, W: Client> Io for Timed<C, W> {
+    fn push(&mut self, frame: &str) -> bool {
+        self.client.send_frame(frame)
+    }
+}
+
 /// Plays a turn's script. A cancel ends it with a `cancelled` event; a client
 /// that leaves ends it as `disconnected`; either way the running flag clears.
 pub fn turn<K: Kv>(io: &mut impl Io, sim: &Sim<'_, K>, ticket: &TurnTicket, rng: &mut Rng) {
