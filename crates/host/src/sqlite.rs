@@ -74,6 +74,8 @@ impl SqliteDatabases {
             conn: OnceCell::new(),
             last_insert_rowid: 0,
             changes: 0,
+            // rusqlite opens a connection with its 5 s busy timeout.
+            waits: true,
         })
     }
 }
@@ -115,6 +117,9 @@ pub struct SqliteConnection {
     conn: OnceCell<Connection>,
     last_insert_rowid: i64,
     changes: u64,
+    /// Whether a busy lock is waited for (rusqlite's 5 s) or refused at once;
+    /// changed only when the mode changes, not per statement.
+    waits: bool,
 }
 
 impl SqliteConnection {
@@ -143,19 +148,25 @@ impl SqliteConnection {
     /// never executed, so a stacked-query injection cannot ride along. A lock
     /// held by another connection is waited for, up to rusqlite's 5 s.
     pub fn execute(&mut self, statement: &str, params: &[SqlValue]) -> Result<QueryResult, String> {
+        self.wait_when_busy(true)?;
         self.run(statement, params).map_err(|e| e.to_string())
+    }
+
+    fn wait_when_busy(&mut self, waits: bool) -> Result<(), String> {
+        if self.waits != waits {
+            let timeout = if waits { BUSY_TIMEOUT } else { std::time::Duration::ZERO };
+            self.connection()?.busy_timeout(timeout).map_err(|e| e.to_string())?;
+            self.waits = waits;
+        }
+        Ok(())
     }
 
     /// [`Self::execute`], but `Busy` at once where it would wait for another
     /// connection's lock (nothing has run then: SQLite takes the locks a
     /// statement needs at its first step, and a busy `COMMIT` may be retried).
     pub fn try_execute(&mut self, statement: &str, params: &[SqlValue]) -> Result<QueryResult, TryError> {
-        let conn = self.connection().map_err(TryError::Failed)?;
-        conn.busy_timeout(std::time::Duration::ZERO).map_err(|e| TryError::Failed(e.to_string()))?;
-        let result = self.run(statement, params);
-        let conn = self.connection().map_err(TryError::Failed)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| TryError::Failed(e.to_string()))?;
-        result.map_err(|e| match e {
+        self.wait_when_busy(false).map_err(TryError::Failed)?;
+        self.run(statement, params).map_err(|e| match e {
             RunError::Sqlite(rusqlite::Error::SqliteFailure(f, _)) if f.code == rusqlite::ErrorCode::DatabaseBusy => {
                 TryError::Busy
             }
