@@ -176,6 +176,12 @@ async fn main() {
     // `-- profile N`: only N events through the proxy, for `perf record`
     // (RATATOSKR_WASM_PROFILE=perfmap names the guest's functions).
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("profile-latency") {
+        let n = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(5_000);
+        let (p50, p99) = p50_p99(latency(&proxied, false, &script, n).await);
+        println!("proxied at 1,000 events/s: p50 {} ms, p99 {} ms ({n} events)", ms(p50), ms(p99));
+        return;
+    }
     if args.get(1).map(String::as_str) == Some("profile") {
         let n = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(1_000_000);
         let rate = throughput(&proxied, false, &script, n).await;
