@@ -58,11 +58,28 @@ pub fn write_data(raw: Option<&str>, out: &mut String) {
 fn write_opt_int(v: Option<i64>, out: &mut String) {
     match v {
         None => out.push_str("null"),
-        Some(v) => {
-            use std::fmt::Write;
-            let _ = write!(out, "{v}");
+        Some(v) => write_int(v, out),
+    }
+}
+
+/// Decimal, as serde_json (and `Display`) writes an `i64`; without the
+/// formatting machinery, which was a tenth of the component's time per step.
+fn write_int(v: i64, out: &mut String) {
+    let mut digits = [0u8; 20];
+    let mut n = v.unsigned_abs();
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
         }
     }
+    if v < 0 {
+        out.push('-');
+    }
+    out.extend(digits[at..].iter().map(|&d| d as char));
 }
 
 /// A JSON string exactly as serde_json escapes it: `"` and `\`, the short
@@ -347,6 +364,19 @@ mod tests {
         assert_eq!(written(Some("-0")), "-0.0");
         assert_eq!(written(Some("not json")), "\"not json\"");
         assert_eq!(written(Some(&too_deep)), json!(too_deep).to_string(), "serde_json refuses it: a string");
+    }
+
+    #[test]
+    fn integers_are_written_as_serde_json_writes_them() {
+        for v in [0, 1, -1, 9, 10, -10, 1_796_000_000_012, i64::MAX, i64::MIN, i64::MIN + 1, 1_000_000_000_000_000_000]
+        {
+            let mut out = String::new();
+            write_opt_int(Some(v), &mut out);
+            assert_eq!(out, json!(v).to_string());
+        }
+        let mut out = String::new();
+        write_opt_int(None, &mut out);
+        assert_eq!(out, "null");
     }
 
     #[test]
