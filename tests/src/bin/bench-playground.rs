@@ -19,7 +19,8 @@
 //!    schema; the read path measured is the component's own.
 //!
 //! `-- N traces` runs only the trace reads (and their `/auth/me` baseline);
-//! `BENCH_DECILES=1` adds each scenario's latency deciles on stderr.
+//! `BENCH_DECILES=1` adds each scenario's latency deciles on stderr;
+//! `BENCH_MANIFEST=<spin.toml>` runs another copy of the app (before/after a change).
 //! 3. Search probe: `GET /admin/v1/playground/search` for `gw_acme_main`
 //!    (Brave) whose provider is a mock answering a fixed Brave-shaped body,
 //!    vs the same request sent to that mock directly.
@@ -29,7 +30,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -238,7 +239,10 @@ fn table(rows: &[&Stats], with_bytes: bool) {
 /// and the `default` database at `db` (a file: Spin's default, and what the
 /// trace rows are written into).
 fn playground_options(brave: &MockUpstream, db: StoreLocation) -> TestAppOptions {
-    let mut options = TestAppOptions::new(repo_root().join("spin.toml"))
+    // `BENCH_MANIFEST`: another copy of the app, e.g. one whose playground.wasm is an
+    // older build, to compare two builds on the same machine state.
+    let manifest = std::env::var_os("BENCH_MANIFEST").map_or_else(|| repo_root().join("spin.toml"), PathBuf::from);
+    let mut options = TestAppOptions::new(manifest)
         .variable("seed_demo_data", "true")
         .variable("demo_password", DEMO_PASSWORD)
         .variable("brave_base_url", "http://brave.test/b")
