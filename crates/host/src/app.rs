@@ -100,12 +100,12 @@ fn engine() -> Result<Engine> {
         .total_memories(1000)
         .total_tables(1000)
         .max_memory_size(256 << 20)
-        // As Spin 4.0.2 (crates/core): a freed slot's first 2 MiB of linear
-        // memory and 512 KiB of table are zeroed in place, not madvise'd
-        // away, so the next request neither faults them back in nor makes
-        // every core flush its TLB.
-        .linear_memory_keep_resident(2 << 20)
-        .table_keep_resident(512 << 10);
+        // As Spin 4.0.2 (crates/core), with its environment overrides: a freed
+        // slot's first 2 MiB of linear memory and 512 KiB of table are zeroed
+        // in place, not madvise'd away, so the next request neither faults
+        // them back in nor makes every core flush its TLB.
+        .linear_memory_keep_resident(env_bytes("SPIN_WASMTIME_LINEAR_MEMORY_KEEP_RESIDENT", 2 << 20))
+        .table_keep_resident(env_bytes("SPIN_WASMTIME_TABLE_KEEP_RESIDENT", 512 << 10));
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     // `RATATOSKR_WASM_PROFILE=perfmap` names JIT code for `perf record`
     // (BENCHMARKS.md's profiles); off by default, it costs nothing then.
@@ -122,6 +122,11 @@ fn engine() -> Result<Engine> {
         engine
     });
     Ok(engine.clone())
+}
+
+/// A byte count from the environment, as Spin reads its pooling knobs.
+fn env_bytes(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Bumps the engine epoch so guests yield to the runtime regularly: a
@@ -380,4 +385,18 @@ fn error_response(_code: &ErrorCode) -> http::Response<ResponseBody> {
 /// if any, no content type (404 and 500 are empty; the health check says `OK`).
 pub(crate) fn bare_response(status: u16, body: &'static [u8]) -> http::Response<ResponseBody> {
     http::Response::builder().status(status).body(fixed_body(Bytes::from_static(body))).expect("static response")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::env_bytes;
+
+    #[test]
+    fn pooling_knobs_take_spins_environment_overrides() {
+        std::env::set_var("RATATOSKR_TEST_KEEP_RESIDENT", "4096");
+        std::env::set_var("RATATOSKR_TEST_KEEP_RESIDENT_BAD", "lots");
+        assert_eq!(env_bytes("RATATOSKR_TEST_KEEP_RESIDENT", 7), 4096);
+        assert_eq!(env_bytes("RATATOSKR_TEST_KEEP_RESIDENT_BAD", 7), 7, "unparsable: the default");
+        assert_eq!(env_bytes("RATATOSKR_TEST_KEEP_RESIDENT_UNSET", 7), 7);
+    }
 }
