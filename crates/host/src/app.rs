@@ -104,8 +104,8 @@ fn engine() -> Result<Engine> {
         // slot's first 2 MiB of linear memory and 512 KiB of table are zeroed
         // in place, not madvise'd away, so the next request neither faults
         // them back in nor makes every core flush its TLB.
-        .linear_memory_keep_resident(env_bytes("SPIN_WASMTIME_LINEAR_MEMORY_KEEP_RESIDENT", 2 << 20))
-        .table_keep_resident(env_bytes("SPIN_WASMTIME_TABLE_KEEP_RESIDENT", 512 << 10));
+        .linear_memory_keep_resident(env_bytes("SPIN_WASMTIME_LINEAR_MEMORY_KEEP_RESIDENT", 2 << 20)?)
+        .table_keep_resident(env_bytes("SPIN_WASMTIME_TABLE_KEEP_RESIDENT", 512 << 10)?);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     // `RATATOSKR_WASM_PROFILE=perfmap` names JIT code for `perf record`
     // (BENCHMARKS.md's profiles); off by default, it costs nothing then.
@@ -124,9 +124,13 @@ fn engine() -> Result<Engine> {
     Ok(engine.clone())
 }
 
-/// A byte count from the environment, as Spin reads its pooling knobs.
-fn env_bytes(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+/// A byte count from the environment, as Spin reads its pooling knobs (an
+/// unparsable value stops start-up there too).
+fn env_bytes(name: &str, default: usize) -> Result<usize> {
+    match std::env::var(name) {
+        Ok(value) => value.parse().map_err(|e| anyhow::anyhow!("failed to parse env var `{name}={value}`: {e}")),
+        Err(_) => Ok(default),
+    }
 }
 
 /// Bumps the engine epoch so guests yield to the runtime regularly: a
@@ -395,8 +399,9 @@ mod tests {
     fn pooling_knobs_take_spins_environment_overrides() {
         std::env::set_var("RATATOSKR_TEST_KEEP_RESIDENT", "4096");
         std::env::set_var("RATATOSKR_TEST_KEEP_RESIDENT_BAD", "lots");
-        assert_eq!(env_bytes("RATATOSKR_TEST_KEEP_RESIDENT", 7), 4096);
-        assert_eq!(env_bytes("RATATOSKR_TEST_KEEP_RESIDENT_BAD", 7), 7, "unparsable: the default");
-        assert_eq!(env_bytes("RATATOSKR_TEST_KEEP_RESIDENT_UNSET", 7), 7);
+        assert_eq!(env_bytes("RATATOSKR_TEST_KEEP_RESIDENT", 7).unwrap(), 4096);
+        let err = env_bytes("RATATOSKR_TEST_KEEP_RESIDENT_BAD", 7).unwrap_err().to_string();
+        assert!(err.contains("RATATOSKR_TEST_KEEP_RESIDENT_BAD=lots"), "{err}");
+        assert_eq!(env_bytes("RATATOSKR_TEST_KEEP_RESIDENT_UNSET", 7).unwrap(), 7);
     }
 }
