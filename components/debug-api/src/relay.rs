@@ -105,9 +105,9 @@ impl AdminRelay {
     /// Every frame of this read opens with its stamp (formatted once per
     /// read): the filter writes it, so the frames need no second pass.
     fn stamp_frames(&mut self, ms: u64) {
-        self.frames.clear();
-        stamp(&mut self.frames, ms);
-        self.filter.set_frame_prefix(&self.frames);
+        let mut line = String::new();
+        stamp(&mut line, ms);
+        self.filter.set_frame_prefix(&line);
         self.frames.clear();
     }
 }

@@ -403,12 +403,7 @@ fn forward(
         push_json_str(json, event.event);
         json.extend_from_slice(b",\"timestamp\":");
         match &probe.timestamp {
-            // A string token of data without a backslash: nothing in it needs escaping.
-            Some(ts) => {
-                json.push(b'"');
-                json.extend_from_slice(ts.as_bytes());
-                json.push(b'"');
-            }
+            Some(ts) => push_json_str(json, ts),
             None => json.extend_from_slice(b"null"),
         }
         json.extend_from_slice(b",\"data\":");
