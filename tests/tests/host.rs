@@ -327,6 +327,25 @@ async fn a_guest_outlives_its_client_until_its_next_write_as_in_spin() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_guest_works_on_after_its_response_has_ended_as_in_spin() {
+    let app = probe_app(None).await;
+    let response = client().get(app.url("/probe/after?later")).send().await.unwrap();
+    assert_eq!(response.text().await.unwrap(), "sent");
+    let kv = app.url("/probe/kv?get&later");
+    assert_eq!(client().get(&kv).send().await.unwrap().text().await.unwrap(), "<none>", "the work waits 200 ms");
+    // The client has its whole response; the instance still runs to its own end.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let value = client().get(&kv).send().await.unwrap().text().await.unwrap();
+        if value == "done" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the guest's work after its response never happened");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn request_bodies_stream_into_the_guest() {
     let app = probe_app(None).await;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<Bytes, std::io::Error>>();

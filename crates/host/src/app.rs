@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use http_body::Body;
+use http_body_util::BodyExt;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
@@ -20,6 +21,7 @@ use wasmtime_wasi_http::WasiHttpView;
 
 use crate::clock::Clock;
 use crate::files::{component_mounts, FilesMountStrategy, Mounting};
+use crate::guest_run::{self, GuestBody, GuestRun};
 use crate::key_value::KeyValueStores;
 use crate::log::{GuestOutput, LogSink};
 use crate::manifest::Manifest;
@@ -338,7 +340,7 @@ impl AppInner {
         let pre = component.pre.clone();
         let log = self.log.clone();
         let id = config.id.clone();
-        let task = tokio::spawn(async move {
+        let mut run = GuestRun::new(Box::pin(async move {
             let result = async {
                 let proxy = pre.instantiate_async(&mut store).await?;
                 proxy.wasi_http_incoming_handler().call_handle(&mut store, incoming, outparam).await
@@ -348,13 +350,14 @@ impl AppInner {
                 // {:#} shows the trap chain; guest messages never carry our secrets.
                 log.line(&format!("[{id}] component trapped: {trap:#}"));
             }
-        });
-        // As Spin: the guest runs to its own end, detached. A client that leaves
-        // is noticed by the guest on its next write (which fails); nothing else
-        // ends the instance early, so a quiet stream must write keepalives.
-        drop(task);
-        match receiver.await {
-            Ok(Ok(response)) => Ok(response),
+        }));
+        // As Spin: the guest runs to its own end. This task runs it until the
+        // head, the body from then on ([`crate::guest_run`]); a client that
+        // leaves is noticed by the guest on its next write (which fails), and
+        // nothing else ends the instance early, so a quiet stream must write
+        // keepalives.
+        match guest_run::until(&mut run, receiver).await {
+            Ok(Ok(response)) => Ok(response.map(|body| GuestBody::new(body, run).boxed_unsync())),
             Ok(Err(code)) => Ok(error_response(&code)),
             // The guest returned (or trapped) without setting a response.
             Err(_) => Ok(error_response(&ErrorCode::InternalError(None))),
@@ -366,7 +369,6 @@ impl AppInner {
 pub type ResponseBody = HyperOutgoingBody;
 
 fn fixed_body(bytes: Bytes) -> ResponseBody {
-    use http_body_util::BodyExt;
     http_body_util::Full::new(bytes).map_err(|never| match never {}).boxed_unsync()
 }
 

@@ -5,7 +5,8 @@
 //!   pure models of Spin's configuration rules, unit-tested natively;
 //!   [`files`]: `files` copied into a per-run directory (or mounted directly).
 //! - [`app`]: compile and pre-instantiate every component once, then one fresh
-//!   store per request; [`server`]: the HTTP front door.
+//!   store per request; [`guest_run`]: where an instance runs (in the task
+//!   that waits on it, then detached); [`server`]: the HTTP front door.
 //! - [`outbound_http`]: the outgoing-request hook (allow-list, service
 //!   chaining, test redirects); [`spin_imports`] + [`key_value`] + [`sqlite`]:
 //!   Spin's own interfaces; [`clock`]: a wall clock tests can move;
@@ -15,6 +16,7 @@
 pub mod app;
 pub mod clock;
 pub mod files;
+mod guest_run;
 pub mod key_value;
 pub mod log;
 pub mod manifest;

@@ -10,6 +10,8 @@
 //! - `/echo`: stream the request body back as it arrives
 //! - `/sqlite?<database>&<statement>&<text params>...`: one statement, rows as JSON
 //! - `/now`: the wall clock in whole seconds since the epoch
+//! - `/after?<key>`: answer `sent`, then, 200 ms after the response has ended,
+//!   set `<key>` to `done` in the default store (work after the response)
 
 use futures::{SinkExt, StreamExt};
 use spin_sdk::http::{Fields, IncomingRequest, IncomingResponse, Method, OutgoingResponse, Request, ResponseOutparam};
@@ -131,6 +133,15 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
             let secs =
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
             reply(out, 200, secs.to_string()).await
+        }
+        "/after" => {
+            reply(out, 200, "sent".to_string()).await;
+            // The guest waits with its response over, then works on.
+            wasi::clocks::monotonic_clock::subscribe_duration(200_000_000).block();
+            let key = args.first().cloned().unwrap_or_default();
+            if let Ok(store) = spin_sdk::key_value::Store::open_default() {
+                let _ = store.set(&key, b"done");
+            }
         }
         _ => reply(out, 404, "unknown probe".to_string()).await,
     }
