@@ -34,66 +34,62 @@ impl SpinUp {
         let variables = redirected(&options.variables, &options.redirects);
         let manifest = std::path::absolute(&options.manifest)?;
 
-        let addr = free_port()?;
-        let mut command = Command::new(spin);
-        command
-            .arg("up")
-            .arg("--from")
-            .arg(&manifest)
-            .arg("--listen")
-            .arg(addr.to_string())
-            .arg("--runtime-config-file")
-            .arg(&runtime_config)
-            .arg("--log-dir")
-            .arg(dir.path().join("logs"))
-            // Nothing of a test run lands in the repo's `.spin/`.
-            .arg("--state-dir")
-            .arg(dir.path().join("state"));
-        match &options.files {
-            FilesMountStrategy::Copy => {}
-            FilesMountStrategy::CopyInto(temp) => {
-                command.arg("--temp").arg(temp);
+        let out = dir.path().join("spin.out");
+        // A port is free when picked, but a parallel test may bind it before
+        // Spin does: Spin then exits at once saying so, and we pick another.
+        let mut attempts = 0;
+        let (addr, child) = loop {
+            attempts += 1;
+            let addr = free_port()?;
+            let mut command = Command::new(spin);
+            command
+                .arg("up")
+                .arg("--from")
+                .arg(&manifest)
+                .arg("--listen")
+                .arg(addr.to_string())
+                .arg("--runtime-config-file")
+                .arg(&runtime_config)
+                .arg("--log-dir")
+                .arg(dir.path().join("logs"))
+                // Nothing of a test run lands in the repo's `.spin/`.
+                .arg("--state-dir")
+                .arg(dir.path().join("state"));
+            match &options.files {
+                FilesMountStrategy::Copy => {}
+                FilesMountStrategy::CopyInto(temp) => {
+                    command.arg("--temp").arg(temp);
+                }
+                FilesMountStrategy::Direct => {
+                    command.arg("--direct-mounts");
+                }
             }
-            FilesMountStrategy::Direct => {
-                command.arg("--direct-mounts");
+            // Only the test's variables: none from this process's environment, no `.env`.
+            for (name, _) in std::env::vars() {
+                if name.starts_with("SPIN_VARIABLE_") {
+                    command.env_remove(name);
+                }
             }
-        }
-        // Only the test's variables: none from this process's environment, no `.env`.
-        for (name, _) in std::env::vars() {
-            if name.starts_with("SPIN_VARIABLE_") {
-                command.env_remove(name);
+            for (name, value) in &variables {
+                command.env(format!("SPIN_VARIABLE_{}", name.to_ascii_uppercase()), value);
             }
-        }
-        for (name, value) in &variables {
-            command.env(format!("SPIN_VARIABLE_{}", name.to_ascii_uppercase()), value);
-        }
-        let output = std::fs::File::create(dir.path().join("spin.out"))?;
-        command.current_dir(dir.path()).stdin(Stdio::null()).stdout(output.try_clone()?).stderr(output);
-        let child = command.spawn().with_context(|| format!("starting {}", spin.display()))?;
-        let mut up = SpinUp { addr, child, dir, _scratch: options.scratch };
-        up.wait_until_serving().await?;
-        Ok(up)
-    }
-
-    async fn wait_until_serving(&mut self) -> Result<()> {
-        let started = Instant::now();
-        let needle = format!("Serving http://{}", self.addr);
-        loop {
-            if self.output().contains(&needle) {
-                return Ok(());
+            let output = std::fs::File::create(&out)?;
+            command.current_dir(dir.path()).stdin(Stdio::null()).stdout(output.try_clone()?).stderr(output);
+            let mut child = command.spawn().with_context(|| format!("starting {}", spin.display()))?;
+            match wait_until_serving(&mut child, &out, addr).await {
+                Ok(()) => break (addr, child),
+                Err(_) if attempts < 5 && read(&out).contains("is already in use") => continue,
+                Err(error) => {
+                    stop(&mut child);
+                    return Err(error);
+                }
             }
-            if let Some(status) = self.child.try_wait()? {
-                bail!("spin up exited ({status}) before serving:\n{}", self.output());
-            }
-            if started.elapsed() > START_TIMEOUT {
-                bail!("spin up did not serve within {START_TIMEOUT:?}:\n{}", self.output());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        };
+        Ok(SpinUp { addr, child, dir, _scratch: options.scratch })
     }
 
     fn output(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("spin.out")).unwrap_or_default()
+        read(&self.dir.path().join("spin.out"))
     }
 
     /// Spin's own output and every component's stdio log.
@@ -110,18 +106,44 @@ impl SpinUp {
 
 impl Drop for SpinUp {
     fn drop(&mut self) {
-        // SIGINT lets Spin remove its working copy; SIGKILL if it lingers.
-        let _ = Command::new("kill").arg("-INT").arg(self.child.id().to_string()).status();
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop(&mut self.child);
     }
+}
+
+/// Waits for `spin up` to print that it serves on `addr`.
+async fn wait_until_serving(child: &mut Child, out: &Path, addr: SocketAddr) -> Result<()> {
+    let started = Instant::now();
+    let needle = format!("Serving http://{addr}");
+    loop {
+        if read(out).contains(&needle) {
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            bail!("spin up exited ({status}) before serving:\n{}", read(out));
+        }
+        if started.elapsed() > START_TIMEOUT {
+            bail!("spin up did not serve within {START_TIMEOUT:?}:\n{}", read(out));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// SIGINT lets Spin remove its working copy; SIGKILL if it lingers.
+fn stop(child: &mut Child) {
+    let _ = Command::new("kill").arg("-INT").arg(child.id().to_string()).status();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// A port nothing listens on right now (bound, then released for Spin).
