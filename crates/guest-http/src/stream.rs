@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use spin_sdk::http::ResponseOutparam;
 use wasi::clocks::monotonic_clock;
+use wasi::io::poll::Pollable;
 use wasi::io::streams::InputStream;
 
 use crate::body::READ_CHUNK;
+use crate::deadline::Deadline;
 use crate::{headers, respond, Body};
 
 /// Starts a 200 event stream with the standard headers plus `extra`.
@@ -45,27 +47,32 @@ pub fn pump(
 ) {
     let mut out = String::new();
     let mut on_end = Some(on_end);
-    let nanos = |d: Duration| d.as_nanos() as u64;
+    // One subscription for the stream's life, and timers armed again only
+    // when they fire: an event costs a poll, a read, a write and a clock read,
+    // not three fresh pollables (measured in BENCHMARKS.md, issue 14 §2).
+    let readable = upstream.subscribe();
+    let start = monotonic_clock::now();
     // The silence that counts for the keepalive is downstream: upstream bytes
     // the filter drops (heartbeats, other sessions) must not hold it back.
-    let mut keepalive_at = rules.keepalive.map(|(every, _)| monotonic_clock::now().saturating_add(nanos(every)));
+    let mut keepalive = rules.keepalive.map(|(every, comment)| (Watched::new(start, every), comment));
+    let mut idle = rules.idle_limit.map(|limit| Watched::new(start, limit));
     loop {
-        let readable = upstream.subscribe();
-        // The poll says which deadline passed: no clock read on the hot path.
-        let keepalive_timer = keepalive_at.map(monotonic_clock::subscribe_instant);
-        let idle_timer = rules.idle_limit.map(|idle| monotonic_clock::subscribe_duration(nanos(idle)));
         let mut pollables = vec![&readable];
-        pollables.extend(keepalive_timer.as_ref());
-        pollables.extend(idle_timer.as_ref());
+        pollables.extend(keepalive.as_ref().map(|(d, _)| &d.timer));
+        pollables.extend(idle.as_ref().map(|d| &d.timer));
         let ready = wasi::io::poll::poll(&pollables);
-        let keepalive_index = keepalive_timer.as_ref().map(|_| 1);
-        let idle_index = idle_timer.as_ref().map(|_| 1 + u32::from(keepalive_timer.is_some()));
+        let keepalive_index = keepalive.as_ref().map(|_| 1);
+        let idle_index = idle.as_ref().map(|_| 1 + u32::from(keepalive.is_some()));
         let fired = |index: Option<u32>| index.is_some_and(|i| ready.contains(&i));
         let mut stop = false;
+        let mut read = false;
         if ready.contains(&0) {
             match upstream.read(READ_CHUNK) {
                 Ok(chunk) if chunk.is_empty() => {}
-                Ok(chunk) => stop = matches!(on_chunk(&chunk, &mut out), Step::Stop),
+                Ok(chunk) => {
+                    read = true;
+                    stop = matches!(on_chunk(&chunk, &mut out), Step::Stop);
+                }
                 Err(_) => {
                     if let Some(end) = on_end.take() {
                         end(&mut out);
@@ -73,25 +80,57 @@ pub fn pump(
                     stop = true;
                 }
             }
-        } else if fired(idle_index) {
+        }
+        let now = (read || !out.is_empty()).then(monotonic_clock::now);
+        if let (Some(idle), Some(now)) = (idle.as_mut(), now.filter(|_| read)) {
+            idle.touch(now);
+        }
+        if fired(idle_index) && idle.as_mut().is_some_and(|d| d.passed()) {
             stop = true;
         }
-        if let (false, true, true, Some((_, comment))) = (stop, out.is_empty(), fired(keepalive_index), rules.keepalive)
-        {
-            // Comments are not events: EventSource and the console's reader ignore them.
-            out.push_str(comment);
+        if fired(keepalive_index) {
+            if let Some((deadline, comment)) = keepalive.as_mut() {
+                // Comments are not events: EventSource and the console's reader ignore them.
+                if deadline.passed() && !stop && out.is_empty() {
+                    out.push_str(comment);
+                }
+            }
         }
         if !out.is_empty() {
             if !downstream.push(out.as_bytes()) {
                 return; // the client is gone
             }
             out.clear();
-            if let Some((every, _)) = rules.keepalive {
-                keepalive_at = Some(monotonic_clock::now().saturating_add(nanos(every)));
+            if let Some((deadline, _)) = keepalive.as_mut() {
+                deadline.touch(now.unwrap_or_else(monotonic_clock::now));
             }
         }
         if stop {
             return;
         }
+    }
+}
+
+/// A [`Deadline`] and the host timer that watches it.
+struct Watched {
+    deadline: Deadline,
+    timer: Pollable,
+}
+
+impl Watched {
+    fn new(now: u64, after: Duration) -> Self {
+        let deadline = Deadline::new(now, after);
+        Watched { deadline, timer: monotonic_clock::subscribe_instant(deadline.due()) }
+    }
+
+    fn touch(&mut self, now: u64) {
+        self.deadline.touch(now);
+    }
+
+    /// After its timer fired: whether the deadline has passed.
+    fn passed(&mut self) -> bool {
+        let (passed, next) = self.deadline.fired(monotonic_clock::now());
+        self.timer = monotonic_clock::subscribe_instant(next);
+        passed
     }
 }
