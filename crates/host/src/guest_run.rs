@@ -54,6 +54,10 @@ impl Flag {
     fn take(&self) -> bool {
         self.woken.swap(false, Ordering::SeqCst)
     }
+
+    fn is_raised(&self) -> bool {
+        self.woken.load(Ordering::SeqCst)
+    }
 }
 
 impl Wake for Flag {
@@ -80,10 +84,16 @@ impl Wakes {
     /// Ends a poll that returns `Pending`: a flag raised meanwhile means the
     /// owner must come back, so it wakes itself.
     fn leave(&self, cx: &Context<'_>, flags: &[&Flag]) {
-        self.polling.store(false, Ordering::SeqCst);
-        if flags.iter().any(|flag| flag.woken.load(Ordering::SeqCst)) {
+        self.done();
+        if flags.iter().any(|flag| flag.is_raised()) {
             cx.waker().wake_by_ref();
         }
+    }
+
+    /// Marks the owner's poll over. After a `Ready` nothing more is needed:
+    /// the owner polls again when it wants more and sees any flag then.
+    fn done(&self) {
+        self.polling.store(false, Ordering::SeqCst);
     }
 }
 
@@ -137,7 +147,7 @@ pub async fn until<T>(run: &mut GuestRun, head: impl Future<Output = T>) -> T {
         if head.is_pending() && !ended {
             run.wakes.leave(cx, &[&run.guest]);
         } else {
-            run.wakes.polling.store(false, Ordering::SeqCst);
+            run.wakes.done();
         }
         head
     })
@@ -169,8 +179,6 @@ impl<B: Body<Data = Bytes> + Unpin> Body for GuestBody<B> {
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = &mut *self;
-        let (guest, channel) = (this.run.guest.clone(), this.channel.clone());
-        let flags = [&*guest, &*channel];
         this.run.wakes.enter(cx);
         // A flag raised inside this poll is usually its own doing (the guest's
         // upstream read wakes the guest again); another round costs less than
@@ -180,13 +188,11 @@ impl<B: Body<Data = Bytes> + Unpin> Body for GuestBody<B> {
             this.channel.take();
             let frame = Pin::new(&mut this.inner).poll_frame(&mut Context::from_waker(&this.channel_waker));
             match &frame {
-                Poll::Pending if flags.iter().any(|f| f.woken.load(Ordering::SeqCst)) => continue,
+                Poll::Pending if this.run.guest.is_raised() || this.channel.is_raised() => continue,
                 Poll::Pending => {}
-                // A frame: the connection polls again as soon as it can write
-                // and sees any flag then.
-                Poll::Ready(Some(Ok(_))) => this.run.wakes.polling.store(false, Ordering::SeqCst),
+                Poll::Ready(Some(Ok(_))) => this.run.wakes.done(),
                 Poll::Ready(None | Some(Err(_))) => {
-                    this.run.wakes.polling.store(false, Ordering::SeqCst);
+                    this.run.wakes.done();
                     // The response is over; anything the guest still does is its own.
                     this.run.detach();
                 }
@@ -196,7 +202,7 @@ impl<B: Body<Data = Bytes> + Unpin> Body for GuestBody<B> {
             }
             break;
         }
-        this.run.wakes.leave(cx, &flags);
+        this.run.wakes.leave(cx, &[&this.run.guest, &this.channel]);
         Poll::Pending
     }
 
