@@ -272,7 +272,7 @@ fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &str, g
     };
 
     let mut rng = seeded_rng();
-    let run = match Chat::begin(&WasiClock, &db, &grant, tenant, gateway, &chat, &mut rng, (started, auth_ended)) {
+    let run = match Chat::begin(&WasiClock, &db, &grant, &chat, &mut rng, (started, auth_ended)) {
         Ok(run) => run,
         Err(e) => {
             eprintln!("simulator: could not start the trace: {e}");

@@ -155,14 +155,12 @@ pub struct Chat<'a> {
 impl<'a> Chat<'a> {
     /// Writes the trace row and its `auth`, `route` and `model_request` steps.
     /// `started_ms` is when the request arrived, `auth_ended_ms` when its token
-    /// was accepted.
-    #[allow(clippy::too_many_arguments)]
+    /// was accepted. The grant names the tenant and gateway: `authorize`
+    /// only returns one whose slugs match the request's path.
     pub fn begin(
         io: &impl Clock,
         db: &'a dyn Db,
         grant: &Grant,
-        tenant: &str,
-        gateway: &str,
         chat: &ChatRequest,
         rng: &mut Rng,
         (started_ms, auth_ended_ms): (u64, u64),
@@ -173,8 +171,8 @@ impl<'a> Chat<'a> {
         ledger::start_trace(db, &trace_id, &grant.gateway_id, started_ms, &chat.model)?;
         let mut trace = TraceWriter { db, trace_id: trace_id.clone(), next_seq: 0 };
         let facts = TraceFacts {
-            tenant_slug: tenant,
-            gateway_slug: gateway,
+            tenant_slug: &grant.tenant_slug,
+            gateway_slug: &grant.gateway_slug,
             gateway_id: &grant.gateway_id,
             token_kind: &grant.kind,
             token_expires_at_s: grant.expires_at_s,
@@ -186,7 +184,7 @@ impl<'a> Chat<'a> {
         trace.step(&inference::route_step(&facts, auth_ended_ms, routed));
         trace.step(&inference::model_request_step(&facts, routed, io.now_ms()));
         let prompt = chat.prompt();
-        let text = inference::reply_text(prompt, tenant, gateway, &chat.model, rng);
+        let text = inference::reply_text(prompt, &grant.tenant_slug, &grant.gateway_slug, &chat.model, rng);
         let deltas = inference::script(&text, inference::slow_requested(prompt), rng);
         let usage = Usage::of(chat, &text);
         Ok(Chat {
@@ -389,7 +387,7 @@ mod tests {
     fn a_streamed_chat_records_its_whole_trace_before_done() {
         let (db, grant, req) = chat(true);
         let mut io = Fake::new(usize::MAX);
-        let run = Chat::begin(&io, &db, &grant, "acme", "main", &req, &mut Rng::new(1), (NOW, NOW + 1)).unwrap();
+        let run = Chat::begin(&io, &db, &grant, &req, &mut Rng::new(1), (NOW, NOW + 1)).unwrap();
         let id = run.trace_id.clone();
         assert!(run.stream(&mut io));
         assert_eq!(io.frames.last().map(String::as_str), Some(sse::DONE));
@@ -402,7 +400,7 @@ mod tests {
     fn a_chat_client_that_leaves_is_recorded_as_disconnected() {
         let (db, grant, req) = chat(true);
         let mut io = Fake::new(1);
-        let run = Chat::begin(&io, &db, &grant, "acme", "main", &req, &mut Rng::new(1), (NOW, NOW + 1)).unwrap();
+        let run = Chat::begin(&io, &db, &grant, &req, &mut Rng::new(1), (NOW, NOW + 1)).unwrap();
         let id = run.trace_id.clone();
         assert!(!run.stream(&mut io));
         let (status, steps) = trace(&db, &id);
@@ -413,7 +411,7 @@ mod tests {
     fn a_whole_completion_waits_at_most_five_seconds_and_records_its_trace() {
         let (db, grant, req) = chat(false);
         let mut io = Fake::new(0);
-        let run = Chat::begin(&io, &db, &grant, "acme", "main", &req, &mut Rng::new(1), (NOW, NOW + 1)).unwrap();
+        let run = Chat::begin(&io, &db, &grant, &req, &mut Rng::new(1), (NOW, NOW + 1)).unwrap();
         let id = run.trace_id.clone();
         let body = run.complete(&mut io);
         assert_eq!(body["object"], "chat.completion");
