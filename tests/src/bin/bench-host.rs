@@ -103,8 +103,7 @@ async fn scenarios(runtime: &str, app: &TestApp, upstream: &MockUpstream) -> Vec
     let etag = probe.headers()["etag"].to_str().unwrap().to_string();
     let br = || vec![("accept-encoding", "br".to_string())];
     vec![
-        Scenario::new(format!("{runtime}: trivial component (probe /var)"), app.addr, "/probe/var?x", vec![], 404)
-            .await,
+        Scenario::new(format!("{runtime}: trivial component (probe /var)"), app.addr, TRIVIAL, vec![], 404).await,
         Scenario::new(
             format!("{runtime}: proxied GET (probe /fetch -> upstream)"),
             app.addr,
@@ -136,9 +135,11 @@ async fn main() {
         TestAppOptions::new(site.join("spin.toml")).variable("upstream_origin", &format!("http://{}", upstream.addr))
     };
     let host = TestApp::start_on(&Runtime::Host, options()).await.unwrap();
-    // `-- profile`: only wrk on the host's trivial component, for `perf record`.
+    // `-- profile [PATH]`: only wrk on the host (the trivial component, or PATH
+    // asked for with `accept-encoding: br`), for `perf record`.
     if arg.as_deref() == Some("profile") {
-        let (rate, p50) = tokio::task::block_in_place(|| wrk(&host)).expect("wrk on PATH");
+        let path = std::env::args().nth(2).unwrap_or(TRIVIAL.into());
+        let (rate, p50) = tokio::task::block_in_place(|| wrk(&host, &path)).expect("wrk on PATH");
         println!("host: {rate:.0} req/s, p50 {p50:.2} ms");
         return;
     }
@@ -209,10 +210,12 @@ async fn main() {
 
 const WRK_ROUNDS: usize = 3;
 
-/// `wrk -t1 -c2 -d3s --latency` on the trivial component: (req/s, p50 ms).
-fn wrk(app: &TestApp) -> Option<(f64, f64)> {
+const TRIVIAL: &str = "/probe/var?x";
+
+/// `wrk -t1 -c2 -d3s --latency` on `path`: (req/s, p50 ms).
+fn wrk(app: &TestApp, path: &str) -> Option<(f64, f64)> {
     let out = std::process::Command::new("wrk")
-        .args(["-t1", "-c2", "-d3s", "--latency", &app.url("/probe/var?x")])
+        .args(["-t1", "-c2", "-d3s", "--latency", "-H", "accept-encoding: br", &app.url(path)])
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -232,7 +235,7 @@ fn wrk(app: &TestApp) -> Option<(f64, f64)> {
 }
 
 fn wrk_floor(host: &TestApp, spin: &TestApp) {
-    if wrk(host).is_none() {
+    if wrk(host, TRIVIAL).is_none() {
         eprintln!("wrk is not on PATH: skipping the wrk floor (apt-get install wrk)");
         return;
     }
@@ -242,7 +245,7 @@ fn wrk_floor(host: &TestApp, spin: &TestApp) {
     println!("| round | host req/s | host p50 ms | spin 4.0.2 req/s | spin p50 ms | host / spin |");
     println!("|---|---|---|---|---|---|");
     for round in 1..=WRK_ROUNDS {
-        let (Some((h, hp)), Some((s, sp))) = (wrk(host), wrk(spin)) else { return };
+        let (Some((h, hp)), Some((s, sp))) = (wrk(host, TRIVIAL), wrk(spin, TRIVIAL)) else { return };
         println!("| {round} | {h:.0} | {hp:.2} | {s:.0} | {sp:.2} | {:.2}x |", h / s);
     }
 }
