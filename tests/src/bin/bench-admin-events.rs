@@ -140,6 +140,11 @@ fn steal_ms() -> Option<u64> {
     Some(cpu.get(8)?.parse::<u64>().ok()? * 10)
 }
 
+/// Steal since `before` (a `steal_ms()` reading), for a table cell.
+fn steal_since(before: Option<u64>) -> String {
+    before.zip(steal_ms()).map_or("n/a".into(), |(a, b)| (b - a).to_string())
+}
+
 /// Send->receive time of each of `n` events paced at 1,000/s.
 async fn latency(url: &str, admin: bool, script: &Arc<Mutex<Script>>, n: u64) -> Vec<Duration> {
     let sent = Arc::new(Mutex::new(vec![None; n as usize]));
@@ -192,7 +197,7 @@ async fn main() {
         let n = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(5_000);
         let stolen_before = steal_ms();
         let (p50, p99) = p50_p99(latency(&proxied, false, &script, n).await);
-        let stolen = stolen_before.zip(steal_ms()).map_or("n/a".into(), |(a, b)| (b - a).to_string());
+        let stolen = steal_since(stolen_before);
         println!("proxied at 1,000 events/s: p50 {} ms, p99 {} ms ({n} events), steal {stolen} ms", ms(p50), ms(p99));
         return;
     }
@@ -223,7 +228,7 @@ async fn main() {
         let ((d50, d99), (p50, p99)) = (p50_p99(direct_samples), p50_p99(proxied_samples));
         let (a50, a99) = (p50.saturating_sub(d50), p99.saturating_sub(d99));
         met += usize::from(a99 <= Duration::from_micros(300) && a50 <= Duration::from_micros(100));
-        let stolen = stolen_before.zip(steal_ms()).map_or("n/a".into(), |(a, b)| (b - a).to_string());
+        let stolen = steal_since(stolen_before);
         println!(
             "| {run} | {} / {} | {} / {} | {} / {} | {stolen} |",
             ms(d50),
