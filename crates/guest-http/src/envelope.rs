@@ -46,6 +46,11 @@ impl ApiError {
         Self::new(415, "unsupported_media_type", "send the body as application/json")
     }
 
+    /// 421 for a `Host` the server does not serve ([`crate::hosts`]).
+    pub fn host_not_allowed() -> Self {
+        Self::new(crate::hosts::STATUS, crate::hosts::CODE, crate::hosts::MESSAGE)
+    }
+
     /// The JSON body.
     pub fn body(&self) -> String {
         let mut map = Map::new();

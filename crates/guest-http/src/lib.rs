@@ -10,6 +10,9 @@
 //!   from an upstream with a keepalive, and outgoing calls with connect /
 //!   first-byte / between-bytes timeouts.
 //!
+//! - [`hosts`]: the Host allow-list every component checks first (DNS
+//!   rebinding), plain Rust; on wasm32 [`host_allowed`] applies it.
+//!
 //! Handlers built on it only match routes and call: every decision stays in
 //! the components' pure modules, which test natively.
 
@@ -18,6 +21,7 @@ mod deadline;
 #[cfg(feature = "envelope")]
 mod envelope;
 pub mod headers;
+pub mod hosts;
 mod transport;
 
 #[cfg(feature = "envelope")]
@@ -40,10 +44,10 @@ pub use body::{read_to_end, READ_CHUNK};
 #[cfg(target_arch = "wasm32")]
 pub use outgoing::{call, Method, Outgoing, Timeouts, Upstream};
 #[cfg(target_arch = "wasm32")]
-pub use request::{header, path_and_query, read_request_body, spin_header};
+pub use request::{header, host, host_allowed, path_and_query, read_request_body, spin_header};
 #[cfg(all(target_arch = "wasm32", feature = "envelope"))]
 pub use response::send_error;
 #[cfg(target_arch = "wasm32")]
-pub use response::{respond, send, send_json, Body};
+pub use response::{respond, send, send_host_not_allowed, send_json, Body};
 #[cfg(target_arch = "wasm32")]
 pub use stream::{pump, start_sse, Pump, Step};

@@ -10,6 +10,24 @@ pub fn header(req: &IncomingRequest, name: &str) -> Option<String> {
     req.headers().get(name).into_iter().next().and_then(|v| String::from_utf8(v).ok())
 }
 
+/// The request's `Host` (the `:authority` when there is no header); `None`
+/// when it is missing or sent twice, which [`crate::hosts::allowed`] refuses.
+pub fn host(req: &IncomingRequest) -> Option<String> {
+    let mut values = req.headers().get("host");
+    match values.len() {
+        0 => req.authority(),
+        1 => String::from_utf8(values.pop()?).ok(),
+        _ => None,
+    }
+}
+
+/// Whether this request's `Host` may be served: [`crate::hosts::allowed`]
+/// with the component's `allowed_hosts` variable (unset: the defaults only).
+pub fn host_allowed(req: &IncomingRequest) -> bool {
+    let listed = spin_sdk::variables::get("allowed_hosts").unwrap_or_default();
+    crate::hosts::allowed(host(req).as_deref(), &listed)
+}
+
 /// A `spin-*` header as Spin set it. Spin keeps any copy a client sent and
 /// appends its own value after it, so only the last value can be trusted.
 pub fn spin_header(req: &IncomingRequest, name: &str) -> Option<String> {

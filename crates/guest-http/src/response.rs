@@ -115,6 +115,11 @@ pub fn send_json(out: ResponseOutparam, status: u16, json: &str, extra: &[(Strin
     send(out, status, &list, json.as_bytes());
 }
 
+/// 421 `host_not_allowed` ([`crate::hosts`]), for every component alike.
+pub fn send_host_not_allowed(out: ResponseOutparam) {
+    send_json(out, crate::hosts::STATUS, crate::hosts::BODY, &[]);
+}
+
 /// The envelope at its status, with its headers.
 #[cfg(feature = "envelope")]
 pub fn send_error(out: ResponseOutparam, e: &crate::ApiError) {
