@@ -34,6 +34,9 @@ pub struct Head<'a> {
     pub query: &'a str,
     pub content_type: Option<&'a str>,
     pub last_event_id: Option<&'a str>,
+    /// `Origin` and `Host`: a write from another site is refused.
+    pub origin: Option<&'a str>,
+    pub host: Option<&'a str>,
 }
 
 /// Configuration, from the component's Spin variables (read per request).
@@ -166,8 +169,10 @@ pub enum Plan {
     /// An event stream relayed from the upstream ([`Stream::open`]); its
     /// relay holds a parser's buffers, so it is boxed.
     Stream(Box<Stream>),
-    /// `GET /api/affect/history`: this agent's log, [`history::read`].
-    History { agent_id: String },
+    /// `GET /api/affect/history`: this agent's log, [`history::read`]
+    /// through the redactor (an entry stored by an older build may hold an
+    /// escaped key).
+    History { agent_id: String, redactor: Redactor },
 }
 
 /// The route, its variables and its body in; a plan or a typed answer out.
@@ -179,6 +184,9 @@ pub fn plan(
     read_body: impl FnOnce(usize) -> Result<Vec<u8>, TransportFailure>,
 ) -> Result<Plan, ApiError> {
     let route = routes::route(head.method, head.path, head.query)?;
+    if matches!(route, Route::CreateSession | Route::Turn { .. } | Route::Cancel { .. }) {
+        same_site_write(head)?;
+    }
     let config = Config::from_vars(var)?;
     let consumer = Some(config.consumer_key.as_str());
     let session_path = |id: &str, rest: &str| config.upstream.path(&format!("/v1/sessions/{id}{rest}"));
@@ -238,8 +246,31 @@ pub fn plan(
             (call.https, call.authority) = (affect.https, affect.authority);
             config.fetch(call, Expect::Affect(agent_id))
         }
-        Route::AffectHistory { agent_id } => Plan::History { agent_id },
+        Route::AffectHistory { agent_id } => Plan::History { agent_id, redactor: config.redactor },
     })
+}
+
+/// Every write (a POST) must come from the console's own page. A browser
+/// sends `Origin` with every POST: one naming another host is refused. A
+/// write without `Origin` must be JSON, which a cross-site form cannot send
+/// (the routes with a body read it as JSON anyway; the bodiless cancel
+/// checks it here). The Origin's scheme is not compared: behind a
+/// TLS-terminating proxy the page is https while this hop is http.
+fn same_site_write(head: &Head<'_>) -> Result<(), ApiError> {
+    let rejected =
+        || ApiError::new(403, "cross_origin_rejected", "writes are accepted from the console's own origin only");
+    match head.origin {
+        Some(origin) => {
+            let authority = origin.split_once("://").map(|(_, a)| a.to_ascii_lowercase());
+            let host = head.host.map(|h| h.trim().to_ascii_lowercase());
+            if authority.is_none() || authority != host {
+                return Err(rejected());
+            }
+            Ok(())
+        }
+        None if head.content_type.is_some_and(guest_http::headers::is_json) => Ok(()),
+        None => Err(ApiError::unsupported_media_type()),
+    }
 }
 
 /// The history store could not be read.
@@ -254,7 +285,7 @@ pub fn json_body(
     content_type: Option<&str>,
     read: impl FnOnce(usize) -> Result<Vec<u8>, TransportFailure>,
 ) -> Result<Map<String, Value>, ApiError> {
-    if !content_type.unwrap_or_default().to_ascii_lowercase().starts_with("application/json") {
+    if !content_type.is_some_and(guest_http::headers::is_json) {
         return Err(ApiError::unsupported_media_type());
     }
     let too_large = || ApiError::new(413, "body_too_large", "the request body is larger than 64 KiB");
@@ -372,7 +403,10 @@ fn json_answer(
     if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err() {
         return Err(error::upstream_malformed());
     }
-    Ok((status, redactor.redact(&text).into_owned()))
+    // Redacted in what the browser decodes; a key that cannot be taken out
+    // of the JSON (one in a number) refuses the answer rather than pass it.
+    let redacted = redactor.redact_json(&text).ok_or_else(error::upstream_malformed)?;
+    Ok((status, redacted.into_owned()))
 }
 
 /// A planned event stream.
@@ -440,7 +474,15 @@ mod tests {
     }
 
     fn head<'a>(method: &'a str, path: &'a str, query: &'a str) -> Head<'a> {
-        Head { method, path, query, content_type: Some("application/json"), last_event_id: None }
+        Head {
+            method,
+            path,
+            query,
+            content_type: Some("application/json"),
+            last_event_id: None,
+            origin: None,
+            host: Some("console.test:3000"),
+        }
     }
 
     fn plan_with(head: &Head<'_>, vars: &HashMap<&'static str, String>, body: &[u8]) -> Result<Plan, ApiError> {
@@ -539,7 +581,14 @@ mod tests {
     fn bodies_must_be_json_objects_sent_as_json() {
         for path in ["/sessions", "/sessions/s_1/turns"] {
             let mut h = head("POST", path, "");
-            for content_type in [None, Some("text/plain"), Some("application/x-www-form-urlencoded"), Some("")] {
+            let types = [
+                None,
+                Some("text/plain"),
+                Some("application/x-www-form-urlencoded"),
+                Some(""),
+                Some("application/jsonx"),
+            ];
+            for content_type in types {
                 h.content_type = content_type;
                 // The body is never read for a wrong type.
                 let read = |_: usize| -> Result<Vec<u8>, TransportFailure> { panic!("read") };
@@ -552,6 +601,38 @@ mod tests {
             }
             assert!(matches!(code(run(&h, b"\xff")), (400, "invalid_json")));
         }
+    }
+
+    #[test]
+    fn writes_from_another_origin_or_as_a_form_are_refused_before_any_upstream_call() {
+        let writes = [
+            ("/sessions", &br#"{"agent_id":"a"}"#[..]),
+            ("/sessions/s_1/turns", br#"{"text":"hi"}"#),
+            ("/sessions/s_1/turns/t_1/cancel", b""),
+        ];
+        for (path, body) in writes {
+            let mut h = head("POST", path, "");
+            for origin in ["http://rebind.attacker.example", "null", "http://console.test:3001", "console.test:3000"] {
+                h.origin = Some(origin);
+                assert_eq!(code(run(&h, body)), (403, "cross_origin_rejected"), "{path} {origin}");
+            }
+            // The console's own page; the scheme may differ behind a TLS proxy.
+            for origin in ["http://console.test:3000", "https://CONSOLE.test:3000"] {
+                h.origin = Some(origin);
+                assert_eq!(code(run(&h, body)), (0, "planned"), "{path} {origin}");
+            }
+        }
+        // The bodiless cancel: a cross-site form (no JSON type, no Origin) is refused…
+        let mut cancel = head("POST", "/sessions/s_1/turns/t_1/cancel", "");
+        for content_type in
+            [None, Some("application/x-www-form-urlencoded"), Some("text/plain"), Some("application/jsonx")]
+        {
+            cancel.content_type = content_type;
+            assert_eq!(code(run(&cancel, b"")), (415, "unsupported_media_type"), "{content_type:?}");
+        }
+        // …and the same request from the console's own origin passes.
+        cancel.origin = Some("http://console.test:3000");
+        assert_eq!(code(run(&cancel, b"")), (0, "planned"));
     }
 
     #[test]
@@ -704,6 +785,52 @@ mod tests {
         assert_eq!(e.code, "upstream_body_too_large");
     }
 
+    /// A key as an upstream may echo it: raw, every character escaped, the
+    /// first one escaped, the last one escaped.
+    fn echoed(key: &str) -> [String; 4] {
+        let all: String = key.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+        let first = format!("\\u{:04X}{}", key.as_bytes()[0], &key[1..]);
+        let n = key.len() - 1;
+        let last = format!("{}\\u{:04x}", &key[..n], key.as_bytes()[n]);
+        [key.to_string(), all, first, last]
+    }
+
+    #[test]
+    fn escaped_keys_never_reach_the_page_on_any_json_route() {
+        let routes = [
+            ("POST", "/sessions", "", &br#"{"agent_id":"sindra"}"#[..]),
+            ("GET", "/sessions/s_1/tools", "", b""),
+            ("GET", "/sessions/s_1/bifrost", "", b""),
+            ("GET", "/affect", "agent_id=sindra", b""),
+            ("GET", "/config", "", b""),
+        ];
+        for key in [CONSUMER, ADMIN] {
+            for form in echoed(key) {
+                let body = format!(
+                    r#"{{"agents":[{{"agent_id":"a","display_name":"{form}"}}],"emitted_at":"2025-01-01T00:00:05Z","{form}":["{form}"]}}"#
+                );
+                for (method, path, query, sent) in routes {
+                    let plan = fetch(run(&head(method, path, query), sent));
+                    let reply = plan.finish(Ok(200), |_| Ok(body.clone().into_bytes())).unwrap();
+                    // What the page's JSON.parse makes of it, written out again.
+                    let decoded: Value = serde_json::from_str(&reply.body).unwrap();
+                    for text in [decoded.to_string(), reply.body.clone()] {
+                        assert!(!text.contains(CONSUMER) && !text.contains(ADMIN), "{path} {form}: {text}");
+                    }
+                    if let Some(entry) = reply.remember {
+                        assert!(!serde_json::from_str::<Value>(&entry.value).unwrap().to_string().contains(key));
+                    }
+                }
+            }
+        }
+        // A key in a number cannot be taken out of the JSON: the answer is refused.
+        let digits = vars(ADMIN).into_iter().map(|(k, v)| (k, if k == "admin_key" { "90817263".into() } else { v }));
+        let vars: HashMap<_, _> = digits.collect();
+        let plan = fetch(plan_with(&head("GET", "/sessions/s_1/tools", ""), &vars, b""));
+        let e = plan.finish(Ok(200), |_| Ok(br#"{"n":1908172634}"#.to_vec())).unwrap_err();
+        assert_eq!((e.status, e.code), (502, "upstream_malformed"));
+    }
+
     #[test]
     fn cancel_is_202_on_any_2xx_and_status_preserving_otherwise() {
         let cancel = || fetch(run(&head("POST", "/sessions/s_1/turns/t_1/cancel", ""), b""));
@@ -735,7 +862,7 @@ mod tests {
         assert_eq!(affect().finish(Ok(203), |_| Ok(snapshot.as_bytes().to_vec())).unwrap().remember, None);
         assert_eq!(affect().finish(Ok(200), |_| Ok(b"{}".to_vec())).unwrap().remember, None);
         let h = run(&head("GET", "/affect/history", "agent_id=sindra"), b"");
-        assert!(matches!(h, Ok(Plan::History { agent_id }) if agent_id == "sindra"));
+        assert!(matches!(h, Ok(Plan::History { agent_id, .. }) if agent_id == "sindra"));
         assert_eq!(code(run(&head("GET", "/affect/history", "agent_id=a%20b"), b"")), (400, "invalid_agent_id"));
         assert_eq!(code(run(&head("GET", "/affect", ""), b"")), (400, "missing_agent_id"));
         assert_eq!(code(run(&head("GET", "/affect", "agent_id=..%2Fx"), b"")), (400, "invalid_agent_id"));

@@ -17,22 +17,45 @@ use spin_sdk::key_value::Store;
 use spin_sdk::variables;
 use sse::KEEPALIVE;
 
+use crate::access::{self, Credentials};
 use crate::core::{self, Call, Head, Method, Plan};
 use crate::history::{self, Kv, KvError};
 use crate::relay::RelayFlow;
 
 #[http_component]
 fn handle(req: IncomingRequest, out: ResponseOutparam) {
+    if !guest_http::host_allowed(&req) {
+        return guest_http::send_host_not_allowed(out);
+    }
+    let cookie = header(&req, "cookie");
+    let authorization = header(&req, "authorization");
+    let credentials = Credentials { cookie: cookie.as_deref(), authorization: authorization.as_deref() };
+    match access::check(|name| variables::get(name).ok(), credentials) {
+        Err(e) => return send_error(out, &e),
+        Ok(Some(check)) => {
+            let answer = call(&outgoing(&check.call));
+            let quiet = Some(check.call.timeout);
+            let read = |limit| answer.as_ref().map_err(|f| *f).and_then(|up| up.read_to_end(limit, quiet));
+            if let Err(e) = check.finish(status(&answer), read) {
+                return send_error(out, &e);
+            }
+        }
+        Ok(None) => {}
+    }
     let method = req.method().to_string();
     let (path, query) = path_and_query(&req);
     let content_type = header(&req, "content-type");
     let last_event_id = header(&req, "last-event-id");
+    let origin = header(&req, "origin");
+    let host = guest_http::host(&req);
     let head = Head {
         method: &method,
         path: &path,
         query: &query,
         content_type: content_type.as_deref(),
         last_event_id: last_event_id.as_deref(),
+        origin: origin.as_deref(),
+        host: host.as_deref(),
     };
     let plan = core::plan(&head, |name| variables::get(name).ok(), |limit| read_request_body(&req, limit));
     match plan {
@@ -52,10 +75,12 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
                 Err(e) => send_error(out, &e),
             }
         }
-        Ok(Plan::History { agent_id }) => match SpinKv::open().and_then(|kv| history::read(&kv, &agent_id)) {
-            Ok(body) => send_json(out, 200, &body, &[]),
-            Err(KvError) => send_error(out, &core::history_unavailable()),
-        },
+        Ok(Plan::History { agent_id, redactor }) => {
+            match SpinKv::open().and_then(|kv| history::read(&kv, &agent_id, &redactor)) {
+                Ok(body) => send_json(out, 200, &body, &[]),
+                Err(KvError) => send_error(out, &core::history_unavailable()),
+            }
+        }
         Ok(Plan::Stream(stream)) => {
             let answer = call(&outgoing(&stream.call));
             let keepalive = stream.keepalive;

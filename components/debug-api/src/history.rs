@@ -15,6 +15,8 @@
 
 use serde_json::Value;
 
+use crate::redact::Redactor;
+
 /// Snapshots kept per agent.
 pub const MAX_SNAPSHOTS: usize = 500;
 /// The component's keys in the shared `default` store (the simulator's are `sim:`).
@@ -94,7 +96,7 @@ pub fn remember(kv: &impl Kv, entry: &Entry) -> Result<(), KvError> {
 /// The body of `GET /api/affect/history`:
 /// `{"agent_id":"…","snapshots":[<snapshot>, …]}`, oldest first, newest
 /// last, each snapshot's JSON text as it was passed on.
-pub fn read(kv: &impl Kv, agent_id: &str) -> Result<String, KvError> {
+pub fn read(kv: &impl Kv, agent_id: &str, redactor: &Redactor) -> Result<String, KvError> {
     let (keep, older) = merge(kv.keys()?, agent_id);
     for key in older {
         // A concurrent writer may have trimmed it already.
@@ -109,10 +111,11 @@ pub fn read(kv: &impl Kv, agent_id: &str) -> Result<String, KvError> {
         if !matches!(serde_json::from_str::<Value>(text), Ok(Value::Object(_))) {
             continue;
         }
+        let Some(text) = redactor.redact_json(text) else { continue };
         if !first {
             body.push(',');
         }
-        body.push_str(text);
+        body.push_str(&text);
         first = false;
     }
     body.push_str("]}");
@@ -285,6 +288,18 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_stored_with_an_escaped_key_is_read_redacted() {
+        let kv = MemKv::default();
+        // As an older build stored it: the key behind a JSON escape.
+        let stored = r#"{"emitted_at":"2025-01-01T00:00:05Z","note":"\u0061dmin-key-123"}"#;
+        remember(&kv, &entry("sindra", stored).unwrap()).unwrap();
+        let body = read(&kv, "sindra", &Redactor::new(["admin-key-123"])).unwrap();
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["snapshots"][0]["note"], "[redacted]");
+        assert!(!v.to_string().contains("admin-key-123"));
+    }
+
+    #[test]
     fn remember_and_read_bound_dedupe_and_order() {
         let kv = MemKv::default();
         // 501 distinct snapshots, out of order, each seen twice.
@@ -292,15 +307,15 @@ mod tests {
             remember(&kv, &entry("sindra", &snapshot(s)).unwrap()).unwrap();
         }
         remember(&kv, &entry("brokkr", &snapshot(3)).unwrap()).unwrap();
-        let body = read(&kv, "sindra").unwrap();
+        let body = read(&kv, "sindra", &Redactor::default()).unwrap();
         let got = emitted(&body);
         assert_eq!(got.len(), MAX_SNAPSHOTS);
         assert_eq!(got[0], "2025-01-01T00:00:01Z", "the oldest was dropped");
         assert_eq!(got.last().unwrap(), "2025-01-01T00:08:20Z", "newest last");
         // Stored and served verbatim.
         assert!(body.starts_with(r#"{"agent_id":"sindra","snapshots":[{"agent_id":"sindra","emitted_at":"2025-01-01T00:00:01Z","pad":{"pleasure":0.1}},"#));
-        assert_eq!(emitted(&read(&kv, "brokkr").unwrap()), ["2025-01-01T00:00:03Z"]);
-        assert_eq!(read(&kv, "eitri").unwrap(), r#"{"agent_id":"eitri","snapshots":[]}"#);
+        assert_eq!(emitted(&read(&kv, "brokkr", &Redactor::default()).unwrap()), ["2025-01-01T00:00:03Z"]);
+        assert_eq!(read(&kv, "eitri", &Redactor::default()).unwrap(), r#"{"agent_id":"eitri","snapshots":[]}"#);
     }
 
     #[test]
@@ -324,7 +339,7 @@ mod tests {
                 kv.delete(&key).unwrap();
             }
         }
-        let got = emitted(&read(&kv, "sindra").unwrap());
+        let got = emitted(&read(&kv, "sindra", &Redactor::default()).unwrap());
         assert_eq!(got.len(), MAX_SNAPSHOTS);
         let mut unique = got.clone();
         unique.dedup();
@@ -341,6 +356,6 @@ mod tests {
         let e2 = entry("sindra", &snapshot(2)).unwrap();
         kv.set(&e2.key, b"[1]").unwrap();
         remember(&kv, &entry("sindra", &snapshot(3)).unwrap()).unwrap();
-        assert_eq!(emitted(&read(&kv, "sindra").unwrap()), ["2025-01-01T00:00:03Z"]);
+        assert_eq!(emitted(&read(&kv, "sindra", &Redactor::default()).unwrap()), ["2025-01-01T00:00:03Z"]);
     }
 }

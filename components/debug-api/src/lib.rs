@@ -7,6 +7,7 @@
 //!   `guest-http` and decides nothing.
 //! - [`core`]: every decision: route + body + variables in, a typed answer
 //!   or an upstream call plan out, and what the upstream's answer means.
+//! - [`access`]: the optional `console_access = "signed-in"` session check.
 //! - [`routes`]: route table and validation of every browser-supplied value.
 //! - [`error`]: the API's `{"error_code": ...}` envelopes (the kit's `ApiError`).
 //! - [`relay`]: the turn-stream relay and the admin relay (`sse::AdminEventFilter`).
@@ -14,6 +15,7 @@
 //! - [`redact`]: keys in an upstream body never leave the server.
 //! - [`upstream`]: upstream URL handling.
 
+pub mod access;
 pub mod core;
 pub mod error;
 pub mod history;

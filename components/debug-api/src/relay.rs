@@ -1,7 +1,9 @@
 //! The stream relays: upstream SSE bytes in, browser frames out.
 //!
 //! - [`TurnRelay`]: the same events out, re-encoded (so no upstream framing
-//!   trick can inject a field) and redacted. If the upstream ends without a
+//!   trick can inject a field) and redacted in what the page decodes and
+//!   joins (a key split across two `text` deltas leaves as one redaction:
+//!   see [`Joined`]). If the upstream ends without a
 //!   terminal event, the browser is told so with one typed `error` event
 //!   instead of a turn that silently never finishes.
 //! - [`AdminRelay`]: the admin firehose through `sse::AdminEventFilter`
@@ -14,11 +16,12 @@
 //! Comments are not events: EventSource and the console's reader ignore them
 //! unless asked, and event names and data are unchanged byte for byte.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
 use sse::{encode_event, AdminEventFilter, Flow, ItemRef, Parser, StreamError};
 
-use crate::redact::Redactor;
+use crate::redact::{Joined, Redactor};
 
 const TERMINAL_EVENTS: [&str; 3] = ["done", "error", "cancelled"];
 
@@ -118,11 +121,14 @@ pub struct TurnRelay {
     ended: bool,
     /// The upstream's turn id, from `turn.started`, for the log and errors.
     turn_id: Option<String>,
+    /// The page joins each of these events' `delta`s into one text.
+    joined: [(&'static str, Joined); 2],
 }
 
 impl TurnRelay {
     pub fn new(redactor: Redactor) -> Self {
-        Self { parser: Parser::new(), redactor, ended: false, turn_id: None }
+        let joined = [("text", Joined::default()), ("thinking", Joined::default())];
+        Self { parser: Parser::new(), redactor, ended: false, turn_id: None, joined }
     }
 
     pub fn turn_id(&self) -> Option<&str> {
@@ -134,7 +140,7 @@ impl TurnRelay {
         if self.ended {
             return RelayFlow::Ended;
         }
-        let Self { parser, redactor, ended, turn_id } = self;
+        let Self { parser, redactor, ended, turn_id, joined } = self;
         let result = parser.feed_with(chunk, |item| {
             let ItemRef::Event(event) = item else { return }; // comments are upstream keepalives
             if *ended {
@@ -145,15 +151,20 @@ impl TurnRelay {
                     .ok()
                     .and_then(|v| v.get("turn_id")?.as_str().map(str::to_string));
             }
-            let data = redactor.redact(event.data);
+            let terminal = TERMINAL_EVENTS.contains(&event.event);
+            if terminal {
+                flush_joined(joined, ms, out);
+            }
+            let data = match joined.iter_mut().find(|(name, _)| *name == event.event) {
+                Some((_, text)) => joined_delta(redactor, text, event.data),
+                None => redact_data(redactor, event.data),
+            };
             // The name is upstream text too.
             let name = redactor.redact(event.event);
             stamp(out, ms);
             // The parser never yields CR/LF/NUL in a name, so this cannot fail.
             let _ = encode_event(out, Some(&name), None, &data);
-            if TERMINAL_EVENTS.contains(&event.event) {
-                *ended = true;
-            }
+            *ended = terminal;
         });
         if result.is_err() && !self.ended {
             return self.fail("upstream_event_too_large", "the turn stream sent an oversized event", ms, out);
@@ -174,11 +185,47 @@ impl TurnRelay {
     }
 
     fn fail(&mut self, code: &str, message: &str, ms: u64, out: &mut String) -> RelayFlow {
+        flush_joined(&mut self.joined, ms, out);
         self.ended = true;
         let data = serde_json::json!({ "code": code, "message": message }).to_string();
         stamp(out, ms);
         let _ = encode_event(out, Some("error"), None, &data);
         RelayFlow::Ended
+    }
+}
+
+/// An event's data as the browser may have it: JSON redacted in its decoded
+/// strings; anything else (not JSON, or a key in a number) redacted as text.
+fn redact_data<'d>(redactor: &Redactor, data: &'d str) -> Cow<'d, str> {
+    redactor.redact_json(data).unwrap_or_else(|| redactor.redact(data))
+}
+
+/// A `{"delta": …}` event of a joined text: the delta goes through
+/// [`Joined`], so a key split across deltas never leaves whole; the event is
+/// unchanged when nothing was redacted or held back.
+fn joined_delta<'d>(redactor: &Redactor, text: &mut Joined, data: &'d str) -> Cow<'d, str> {
+    let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_str(data) else {
+        return redact_data(redactor, data);
+    };
+    let Some(delta) = fields.get("delta").and_then(serde_json::Value::as_str) else {
+        return redact_data(redactor, data);
+    };
+    let send = text.push(redactor, delta);
+    if send == delta {
+        return redact_data(redactor, data);
+    }
+    fields.insert("delta".to_string(), send.into());
+    Cow::Owned(redact_data(redactor, &serde_json::Value::Object(fields).to_string()).into_owned())
+}
+
+/// Text held back from the joined deltas goes out, as one more delta of
+/// its own kind, before the turn ends.
+fn flush_joined(joined: &mut [(&'static str, Joined)], ms: u64, out: &mut String) {
+    for (name, text) in joined {
+        if let Some(rest) = text.flush() {
+            stamp(out, ms);
+            let _ = encode_event(out, Some(name), None, &serde_json::json!({ "delta": rest }).to_string());
+        }
     }
 }
 
@@ -248,6 +295,79 @@ mod tests {
         assert_eq!(evs[0].0, "text");
         assert_eq!(evs[0].1, "{\"delta\":\"a\"}\nevent: done\n[redacted]");
         assert!(!out.contains("\nevent: done\n"), "{out:?}");
+    }
+
+    /// What the page makes of a relayed turn: each event's data decoded,
+    /// and the `text` deltas joined.
+    fn page_view(out: &str) -> (Vec<serde_json::Value>, String) {
+        let mut joined = String::new();
+        let decoded: Vec<serde_json::Value> = events(out)
+            .into_iter()
+            .map(|(name, data)| {
+                let v: serde_json::Value = serde_json::from_str(&data).unwrap_or(serde_json::Value::String(data));
+                if name == "text" {
+                    joined.push_str(v["delta"].as_str().unwrap_or_default());
+                }
+                v
+            })
+            .collect();
+        (decoded, joined)
+    }
+
+    #[test]
+    fn escaped_keys_in_turn_events_are_redacted_in_what_the_page_decodes() {
+        let key = "sekrit-admin-key";
+        let all: String = key.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+        let first = format!("\\u0073{}", &key[1..]);
+        let mut relay = TurnRelay::new(Redactor::new([key]));
+        let mut out = String::new();
+        let upstream = format!(
+            "event: turn.started\ndata: {{\"turn_id\":\"t_1\",\"{first}\":1}}\n\n\
+             event: tool_call\ndata: {{\"call_id\":\"c\",\"name\":\"x\",\"arguments\":{{\"q\":\"{all}\"}}}}\n\n\
+             event: text\ndata: {{\"delta\":\"key: {first}\"}}\n\n\
+             event: done\ndata: {{\"turn_id\":\"t_1\",\"echo\":\"{all}\"}}\n\n"
+        );
+        relay.feed(upstream.as_bytes(), 0, &mut out);
+        let (decoded, joined) = page_view(&out);
+        assert_eq!(decoded.len(), 4);
+        for v in &decoded {
+            assert!(!v.to_string().contains(key), "{v}");
+        }
+        assert_eq!(decoded[1]["arguments"]["q"], REDACTED);
+        assert_eq!(joined, format!("key: {REDACTED}"));
+        assert!(!out.contains(key) && !out.contains(&first) && !out.contains(&all));
+    }
+
+    #[test]
+    fn a_key_split_across_text_deltas_leaves_as_one_redaction_and_nothing_is_lost() {
+        let key = "sekrit-admin-key";
+        for cut in 1..key.len() {
+            let mut relay = TurnRelay::new(Redactor::new([key]));
+            let mut out = String::new();
+            let upstream = format!(
+                "event: text\ndata: {{\"delta\":\"the key is {}\"}}\n\n\
+                 event: tool_call\ndata: {{\"call_id\":\"c\",\"name\":\"x\",\"arguments\":{{}}}}\n\n\
+                 event: text\ndata: {{\"delta\":\"{}, bye\"}}\n\n\
+                 event: text\ndata: {{\"delta\":\" s\"}}\n\n\
+                 event: done\ndata: {{}}\n\n",
+                &key[..cut],
+                &key[cut..]
+            );
+            assert_eq!(relay.feed(upstream.as_bytes(), 0, &mut out), RelayFlow::Ended);
+            let names: Vec<_> = events(&out).into_iter().map(|(n, _)| n).collect();
+            // The held " s" (it could start the key) goes out before `done`.
+            assert_eq!(names, ["text", "tool_call", "text", "text", "text", "done"], "cut {cut}");
+            let (_, joined) = page_view(&out);
+            assert_eq!(joined, format!("the key is {REDACTED}, bye s"), "cut {cut}");
+        }
+        // A dropped turn hands over what was held before its typed error.
+        let mut relay = TurnRelay::new(Redactor::new([key]));
+        let mut out = String::new();
+        relay.feed(b"event: thinking\ndata: {\"delta\":\"hmm sekrit\"}\n\n", 0, &mut out);
+        relay.finish(1, &mut out);
+        let evs = events(&out);
+        assert_eq!((evs[0].1.as_str(), evs[1].1.as_str()), (r#"{"delta":"hmm "}"#, r#"{"delta":"sekrit"}"#));
+        assert_eq!(evs[2].0, "error");
     }
 
     /// `out` without its `: t=` stamp lines, and the stamps in order.

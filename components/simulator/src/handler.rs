@@ -103,6 +103,9 @@ fn read_body(req: &IncomingRequest) -> Result<Vec<u8>, ApiError> {
 
 #[http_component]
 fn handle(req: IncomingRequest, out: ResponseOutparam) {
+    if !guest_http::host_allowed(&req) {
+        return guest_http::send_host_not_allowed(out);
+    }
     let method = req.method().to_string();
     let path_query = req.path_with_query().unwrap_or_default();
     let (path, query) = split_path_query(&path_query);

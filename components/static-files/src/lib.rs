@@ -3,13 +3,16 @@
 
 use std::io::Read;
 
-use guest_http::{respond, spin_header};
+use guest_http::{host_allowed, respond, send_host_not_allowed, spin_header};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
 use static_core::{join_field_values, request_path, serve, ReplyBody, RequestHead, Site};
 
 #[http_component]
 fn handle(request: IncomingRequest, response_out: ResponseOutparam) {
+    if !host_allowed(&request) {
+        return send_host_not_allowed(response_out);
+    }
     // Never read the request body: a static GET has none, and a large POST must
     // not be buffered just to be told 405.
     let headers = request.headers();
