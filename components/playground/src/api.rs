@@ -19,17 +19,19 @@ pub fn handle(ctx: &Ctx, req: &Request) -> Response {
 
 fn dispatch(ctx: &Ctx, req: &Request) -> Result<Response, ApiError> {
     let route = routes::route(&req.method, &req.path)?;
-    seed::ensure(ctx)?;
+    seed::ensure(ctx, req)?;
     if route == Route::Login {
         return auth::login(ctx, req);
     }
     let principal = auth::authenticate(ctx, req)?;
     if req.method == "POST" {
-        auth::check_csrf(req, principal.via)?;
+        auth::check_csrf(ctx, req, principal.via)?;
     }
     match route {
         Route::Login => unreachable!("handled above"),
         Route::Logout => auth::logout(ctx, req, &principal),
+        Route::LogoutAll => auth::logout_all(ctx, req, &principal),
+        Route::Password => auth::change_password(ctx, req, &principal),
         Route::Me => Ok(Response::json(200, &auth::profile(&principal))),
         Route::Impersonate => auth::impersonate(ctx, req, &principal),
         Route::Mint => tokens::mint(ctx, req, &principal),

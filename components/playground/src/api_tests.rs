@@ -98,6 +98,7 @@ fn config() -> Config {
         brave_base_url: BaseUrl::parse("http://brave.test/b").unwrap(),
         linkup_base_url: BaseUrl::parse("https://linkup.test").unwrap(),
         provider_timeout_ms: 500,
+        trusted_proxies: Vec::new(),
     }
 }
 
@@ -238,7 +239,7 @@ fn login_sets_a_strict_http_only_cookie_and_returns_the_profile() {
     assert_eq!(r.status, 200, "{}", r.body);
     let cookie = header(&r, "set-cookie").unwrap();
     assert!(cookie.starts_with("ratatoskr_admin_session=sess_"), "{cookie}");
-    for attr in ["HttpOnly", "SameSite=Strict", "Path=/admin", "Max-Age=43200"] {
+    for attr in ["HttpOnly", "SameSite=Strict", "; Path=/;", "Max-Age=43200"] {
         assert!(cookie.contains(attr), "{cookie}");
     }
     assert!(!cookie.contains("Secure"), "plain http");
@@ -376,9 +377,15 @@ fn logout_revokes_server_side_and_expiry_is_session_expired() {
     let r = w.request("GET", "/auth/me", &[("cookie", &cookie)], None);
     assert!(header(&r, "set-cookie").unwrap().contains("Max-Age=0"));
 
+    // A session in use lives its 12 hours (a request at least every half hour).
     let token = w.login("viewer@acme.test");
-    w.advance_s(auth::SESSION_TTL_S - 1);
-    assert_eq!(w.get("/auth/me", &token).status, 200);
+    let mut left = auth::SESSION_TTL_S - 1;
+    while left > 0 {
+        let step = left.min(auth::IDLE_TIMEOUT_S - 1);
+        w.advance_s(step);
+        left -= step;
+        assert_eq!(w.get("/auth/me", &token).status, 200);
+    }
     w.advance_s(1);
     assert_error(&w.get("/auth/me", &token), 401, "session_expired");
     // Bearer logout with an empty body works too.
@@ -441,10 +448,14 @@ fn impersonation_is_platform_admin_only_short_recorded_and_cannot_mint() {
         403,
         "impersonation_forbidden",
     );
-    // Short-lived: gone after 30 minutes while the admin's own session lives on.
-    w.advance_s(auth::IMPERSONATION_TTL_S);
+    // Short-lived: gone after 30 minutes, and it takes the session that started it along
+    // (the browser's cookie held only the impersonation: nothing is left behind).
+    w.advance_s(auth::IMPERSONATION_TTL_S - 1);
+    assert_eq!(w.get("/auth/me", &imp).status, 200);
+    w.advance_s(1);
     assert_error(&w.get("/auth/me", &imp), 401, "session_expired");
-    assert_eq!(w.get("/auth/me", &admin).status, 200);
+    assert_error(&w.get("/auth/me", &admin), 401, "session_expired");
+    let admin = w.login("platform@demo.test");
 
     assert_error(&w.post("/auth/impersonate", &admin, json!({ "user_id": "usr_nobody" })), 404, "user_not_found");
     assert_error(&w.post("/auth/impersonate", &admin, json!({ "user_id": "x' OR 1=1--" })), 400, "invalid_user_id");
@@ -883,7 +894,7 @@ fn racing_first_requests_set_up_the_database_once() {
     }
     let db = MemDb::file(&path);
     assert_eq!(db.query("SELECT 1 FROM users", &[]).unwrap().len(), 7);
-    assert_eq!(db.query("SELECT 1 FROM schema_version", &[]).unwrap().len(), 1);
+    assert_eq!(db.query("SELECT 1 FROM schema_version", &[]).unwrap().len(), schema::SCHEMA_VERSION as usize);
     assert_eq!(db.query("SELECT 1 FROM trace_steps", &[]).unwrap().len(), 6 * 22);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -986,4 +997,434 @@ fn a_bootstrap_admin_on_a_demo_email_keeps_its_own_password() {
     assert_eq!(w.try_login("admin@acme.test", "changed-demo-pass-2026").status, 200);
     assert_eq!(w.try_login("platform@demo.test", ROOT_PASSWORD).status, 200);
     assert_error(&w.try_login("platform@demo.test", "changed-demo-pass-2026"), 401, "invalid_credentials");
+}
+
+// ---- no known credential ------------------------------------------------------------------
+
+const LOOPBACK: (&str, &str) = ("spin-client-addr", "127.0.0.1:50000");
+
+fn generated() -> Option<String> {
+    seed::GENERATED.with(|g| g.borrow_mut().take())
+}
+
+fn no_demo_password() -> Config {
+    let mut cfg = config();
+    cfg.demo_password = String::new();
+    cfg
+}
+
+impl World {
+    fn login_from(&self, addr: &str, email: &str, password: &str) -> Response {
+        self.request(
+            "POST",
+            "/auth/login",
+            &[("content-type", "application/json"), ("spin-client-addr", addr)],
+            Some(&json!({ "email": email, "password": password }).to_string()),
+        )
+    }
+
+    fn user_count(&self) -> usize {
+        self.db.query("SELECT 1 FROM users", &[]).unwrap().len()
+    }
+}
+
+#[test]
+fn without_a_demo_password_seeding_draws_a_random_one_and_only_for_loopback() {
+    let w = World::with_config(no_demo_password());
+    generated();
+    // From the LAN: nothing seeded, no 500, the published password opens nothing.
+    assert_error(&w.try_login("platform@demo.test", seed::PUBLISHED_DEMO_PASSWORD), 401, "invalid_credentials");
+    assert_error(&w.try_login("platform@demo.test", ""), 400, "invalid_request");
+    assert_eq!(w.user_count(), 1, "only the bootstrap admin");
+    assert_eq!(generated(), None);
+    // From loopback: seeded with a fresh random password, shown once.
+    assert_error(&w.request("GET", "/auth/me", &[LOOPBACK], None), 401, "unauthenticated");
+    assert_eq!(w.user_count(), 7);
+    let password = generated().expect("a password was generated and shown");
+    assert!(password.len() >= 20 && password != seed::PUBLISHED_DEMO_PASSWORD, "{password}");
+    for u in seed::demo_users() {
+        assert_eq!(w.try_login(u.email, &password).status, 200, "{}", u.email);
+        assert_error(&w.try_login(u.email, seed::PUBLISHED_DEMO_PASSWORD), 401, "invalid_credentials");
+    }
+    // Stored as argon2 only, and never generated again for this database.
+    let hashes = password_hashes(&w);
+    assert!(hashes.iter().all(|(_, h)| h.starts_with("$argon2id$") && !h.contains(&password)));
+    w.request("GET", "/auth/me", &[LOOPBACK], None);
+    assert_eq!(generated(), None);
+    assert_eq!(password_hashes(&w), hashes);
+    // Another database gets another password.
+    let mut other = World::with_config(no_demo_password());
+    other.random = CountingRandom(AtomicU64::new(1 << 40));
+    other.request("GET", "/auth/me", &[LOOPBACK], None);
+    assert_ne!(generated().unwrap(), password);
+}
+
+#[test]
+fn a_trusted_proxy_on_loopback_does_not_make_its_clients_loopback() {
+    let mut cfg = no_demo_password();
+    cfg.trusted_proxies = crate::net::parse_trusted("127.0.0.1").unwrap();
+    let w = World::with_config(cfg);
+    w.request("GET", "/auth/me", &[LOOPBACK, ("x-forwarded-for", "192.168.1.20")], None);
+    assert_eq!(w.user_count(), 1);
+    w.request("GET", "/auth/me", &[LOOPBACK], None);
+    assert_eq!(w.user_count(), 7);
+}
+
+#[test]
+fn a_short_or_published_demo_password_seeds_nothing() {
+    for bad in ["short-pass1", seed::PUBLISHED_DEMO_PASSWORD] {
+        let mut cfg = config();
+        cfg.demo_password = bad.into();
+        let w = World::with_config(cfg);
+        assert_error(&w.request("GET", "/auth/me", &[LOOPBACK], None), 401, "unauthenticated");
+        assert_eq!(w.user_count(), 1, "{bad}");
+        assert_error(&w.try_login("platform@demo.test", bad), 401, "invalid_credentials");
+    }
+}
+
+#[test]
+fn demo_users_left_with_the_published_password_get_a_random_one() {
+    // A database an earlier version seeded with the published default.
+    let mut w = World::new();
+    w.login("admin@acme.test");
+    let old = auth::hash_password(seed::PUBLISHED_DEMO_PASSWORD, &[3; 16]);
+    w.db.exec("UPDATE users SET password_hash = ? WHERE id LIKE 'usr_demo_%'", &[old.into()]).unwrap();
+    schema::set_marker(&w.db, "demo_password", &seed::demo_password_marker(seed::PUBLISHED_DEMO_PASSWORD, "ab"))
+        .unwrap();
+    // The new default (no demo_password): the next request replaces it, from any address.
+    w.config.demo_password = String::new();
+    generated();
+    assert_error(&w.try_login("viewer@acme.test", seed::PUBLISHED_DEMO_PASSWORD), 401, "invalid_credentials");
+    let password = generated().expect("replaced and shown");
+    assert_eq!(w.try_login("viewer@acme.test", &password).status, 200);
+    assert_eq!(w.try_login(ROOT_EMAIL, ROOT_PASSWORD).status, 200, "the bootstrap admin is untouched");
+}
+
+#[test]
+fn racing_first_requests_generate_one_password_the_one_that_works() {
+    let dir = std::env::temp_dir().join(format!("playground-gen-race-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("race.db");
+    let _ = std::fs::remove_file(&path);
+    let threads: Vec<_> = (0..3)
+        .map(|i| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut w = World::with_config(no_demo_password());
+                w.db = MemDb::file(&path);
+                w.random = CountingRandom(AtomicU64::new(1000 * (i + 1)));
+                w.request("GET", "/auth/me", &[LOOPBACK], None);
+                generated()
+            })
+        })
+        .collect();
+    let shown: Vec<String> = threads.into_iter().filter_map(|t| t.join().unwrap()).collect();
+    assert_eq!(shown.len(), 1, "one password shown: {shown:?}");
+    let mut w = World::with_config(no_demo_password());
+    w.db = MemDb::file(&path);
+    for u in seed::demo_users() {
+        assert_eq!(w.try_login(u.email, &shown[0]).status, 200, "{}", u.email);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_changed_bootstrap_password_takes_effect_and_ends_its_sessions() {
+    let mut w = World::new();
+    let root = w.login(ROOT_EMAIL);
+    let hash = password_hashes(&w);
+    // Unchanged: no re-hash on later requests.
+    w.get("/auth/me", &root);
+    assert_eq!(password_hashes(&w), hash);
+    w.config.bootstrap_admin_password = "a-new-root-password-1".into();
+    assert_error(&w.get("/auth/me", &root), 401, "session_expired");
+    assert_error(&w.try_login(ROOT_EMAIL, ROOT_PASSWORD), 401, "invalid_credentials");
+    let fresh = w.try_login(ROOT_EMAIL, "a-new-root-password-1");
+    assert_eq!(fresh.status, 200);
+    let fresh = token_from_cookie(&fresh);
+    // Once per change: the next requests neither re-hash nor sign out.
+    let after = password_hashes(&w);
+    assert_eq!(w.get("/auth/me", &fresh).status, 200);
+    assert_eq!(password_hashes(&w), after);
+    assert_eq!(w.try_login("admin@acme.test", DEMO_PASSWORD).status, 200, "demo users untouched");
+}
+
+#[test]
+fn a_user_changes_their_password_and_their_other_sessions_end() {
+    let w = World::new();
+    let here = w.login("admin@acme.test");
+    let elsewhere = w.login("admin@acme.test");
+    let other_user = w.login("member@acme.test");
+    let change = |current: &str, new: &str| {
+        w.cookie_post("/auth/password", &here, json!({ "current_password": current, "new_password": new }))
+    };
+    assert_error(&change("wrong-password", "brand-new-password-9"), 403, "wrong_password");
+    let short = change(DEMO_PASSWORD, "short");
+    assert_error(&short, 400, "password_too_short");
+    assert_eq!(json_of(&short)["min_length"], 12);
+    assert_error(&w.cookie_post("/auth/password", &here, json!({ "new_password": "x" })), 400, "invalid_request");
+    // A cookie write without the same Origin is refused like every other.
+    let r = w.request(
+        "POST",
+        "/auth/password",
+        &[("cookie", &format!("{SESSION_COOKIE}={here}")), ("content-type", "application/json")],
+        Some(&json!({ "current_password": DEMO_PASSWORD, "new_password": "brand-new-password-9" }).to_string()),
+    );
+    assert_error(&r, 403, "csrf_rejected");
+    let ok = change(DEMO_PASSWORD, "brand-new-password-9");
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert_eq!(json_of(&ok), json!({ "password_changed": true, "sessions_revoked": 1 }));
+    assert_eq!(w.get("/auth/me", &here).status, 200, "this session goes on");
+    assert_error(&w.get("/auth/me", &elsewhere), 401, "session_expired");
+    assert_eq!(w.get("/auth/me", &other_user).status, 200);
+    assert_error(&w.try_login("admin@acme.test", DEMO_PASSWORD), 401, "invalid_credentials");
+    assert_eq!(w.try_login("admin@acme.test", "brand-new-password-9").status, 200);
+    // Wrong current passwords count like failed sign-ins.
+    for _ in 0..auth::MAX_FAILURES_PER_PAIR {
+        assert_error(&change("wrong-password", "brand-new-password-0"), 403, "wrong_password");
+    }
+    assert_error(&change("wrong-password", "brand-new-password-0"), 429, "rate_limited");
+    // Never while impersonating.
+    let platform = w.login("platform@demo.test");
+    let imp =
+        token_from_cookie(&w.cookie_post("/auth/impersonate", &platform, json!({ "user_id": "usr_demo_acme_viewer" })));
+    let r =
+        w.post("/auth/password", &imp, json!({ "current_password": DEMO_PASSWORD, "new_password": "x".repeat(12) }));
+    assert_error(&r, 403, "impersonation_forbidden");
+}
+
+// ---- sign-in limits --------------------------------------------------------------------------
+
+#[test]
+fn parallel_guesses_are_each_counted_before_any_is_checked() {
+    let dir = std::env::temp_dir().join(format!("playground-guess-race-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("guess.db");
+    let _ = std::fs::remove_file(&path);
+    let mut setup = World::new();
+    setup.db = MemDb::file(&path);
+    setup.request("GET", "/auth/me", &[], None);
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(10));
+    let threads: Vec<_> = (0..10)
+        .map(|i| {
+            let (path, barrier) = (path.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let mut w = World::new();
+                w.db = MemDb::file(&path);
+                barrier.wait();
+                w.try_login("member@acme.test", &format!("guess-{i}")).status
+            })
+        })
+        .collect();
+    let mut statuses: Vec<u16> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    statuses.sort();
+    let evaluated = statuses.iter().filter(|s| **s == 401).count();
+    assert_eq!(evaluated, auth::MAX_FAILURES_PER_PAIR, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 10 - auth::MAX_FAILURES_PER_PAIR);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn wrong_guesses_from_one_address_do_not_lock_out_the_others() {
+    let w = World::new();
+    let attacker = "10.66.0.1:1000";
+    for _ in 0..auth::MAX_FAILURES_PER_PAIR {
+        assert_error(&w.login_from(attacker, "member@acme.test", "wrong"), 401, "invalid_credentials");
+    }
+    assert_error(&w.login_from(attacker, "member@acme.test", DEMO_PASSWORD), 429, "rate_limited");
+    // The rightful user, elsewhere, signs in.
+    assert_eq!(w.login_from("10.77.0.2:2000", "member@acme.test", DEMO_PASSWORD).status, 200);
+    // A success does not count, and forgives the pair's failures.
+    let user = "10.77.0.3:2000";
+    for _ in 0..auth::MAX_FAILURES_PER_PAIR - 1 {
+        w.login_from(user, "viewer@acme.test", "typo");
+    }
+    assert_eq!(w.login_from(user, "viewer@acme.test", DEMO_PASSWORD).status, 200);
+    for _ in 0..auth::MAX_FAILURES_PER_PAIR - 1 {
+        assert_error(&w.login_from(user, "viewer@acme.test", "typo"), 401, "invalid_credentials");
+    }
+    assert_eq!(w.login_from(user, "viewer@acme.test", DEMO_PASSWORD).status, 200);
+}
+
+#[test]
+fn ipv6_clients_are_limited_per_64() {
+    let w = World::new();
+    for i in 0..auth::MAX_FAILURES_PER_ADDR {
+        let addr = format!("[2001:db8:aa:bb::{:x}]:443", i + 1);
+        assert_error(&w.login_from(&addr, &format!("user{i}@x.test"), "wrong"), 401, "invalid_credentials");
+    }
+    // Another address in the same /64 is the same client.
+    assert_error(&w.login_from("[2001:db8:aa:bb:ffff::1]:443", "admin@acme.test", DEMO_PASSWORD), 429, "rate_limited");
+    assert_eq!(w.login_from("[2001:db8:aa:bc::1]:443", "admin@acme.test", DEMO_PASSWORD).status, 200);
+}
+
+#[test]
+fn forwarded_for_is_believed_only_from_a_trusted_proxy() {
+    let mut cfg = config();
+    cfg.trusted_proxies = crate::net::parse_trusted("10.0.0.2").unwrap();
+    let w = World::with_config(cfg);
+    let via_proxy = |client: &str, password: &str| {
+        w.request(
+            "POST",
+            "/auth/login",
+            &[("content-type", "application/json"), ("spin-client-addr", "10.0.0.2:443"), ("x-forwarded-for", client)],
+            Some(&json!({ "email": "member@acme.test", "password": password }).to_string()),
+        )
+    };
+    for _ in 0..auth::MAX_FAILURES_PER_PAIR {
+        via_proxy("198.51.100.7", "wrong");
+    }
+    assert_error(&via_proxy("198.51.100.7", DEMO_PASSWORD), 429, "rate_limited");
+    assert_eq!(via_proxy("198.51.100.8", DEMO_PASSWORD).status, 200, "another client behind the proxy");
+    // A client cannot pick its own address: the left-most hop is its own writing.
+    assert_error(&via_proxy("203.0.113.1, 198.51.100.7", DEMO_PASSWORD), 429, "rate_limited");
+    // From an untrusted peer the header is ignored: rotating it changes nothing.
+    for i in 0..auth::MAX_FAILURES_PER_PAIR {
+        let xff = format!("192.0.2.{i}");
+        w.request(
+            "POST",
+            "/auth/login",
+            &[("content-type", "application/json"), ("spin-client-addr", "10.5.5.5:1"), ("x-forwarded-for", &xff)],
+            Some(&json!({ "email": "viewer@acme.test", "password": "wrong" }).to_string()),
+        );
+    }
+    assert_error(&w.login_from("10.5.5.5:1", "viewer@acme.test", DEMO_PASSWORD), 429, "rate_limited");
+}
+
+// ---- session hygiene -------------------------------------------------------------------------
+
+fn impersonating(w: &World) -> (String, String) {
+    let admin = w.login("platform@demo.test");
+    let r = w.cookie_post("/auth/impersonate", &admin, json!({ "user_id": "usr_demo_acme_member" }));
+    assert_eq!(r.status, 200, "{}", r.body);
+    (admin, token_from_cookie(&r))
+}
+
+#[test]
+fn signing_out_of_an_impersonation_signs_out_the_session_that_started_it_and_back() {
+    let w = World::new();
+    let (admin, imp) = impersonating(&w);
+    assert_eq!(w.cookie_post("/auth/logout", &imp, json!({})).status, 200);
+    assert_error(&w.get("/auth/me", &imp), 401, "session_expired");
+    assert_error(&w.get("/auth/me", &admin), 401, "session_expired");
+
+    let (admin, imp) = impersonating(&w);
+    assert_eq!(w.post("/auth/logout", &admin, json!({})).status, 200);
+    assert_error(&w.get("/auth/me", &imp), 401, "session_expired");
+}
+
+#[test]
+fn an_impersonation_ends_when_its_impersonator_is_no_longer_a_platform_admin() {
+    let w = World::new();
+    let (admin, imp) = impersonating(&w);
+    w.db.exec("UPDATE users SET platform_admin = 0 WHERE id = 'usr_demo_platform'", &[]).unwrap();
+    assert_error(&w.get("/auth/me", &imp), 401, "session_expired");
+    assert_eq!(json_of(&w.get("/auth/me", &admin))["user"]["platform_admin"], false);
+}
+
+#[test]
+fn an_impersonation_in_use_keeps_the_session_that_started_it_alive() {
+    let w = World::new();
+    let admin = w.login("platform@demo.test");
+    // The admin's last_seen stays at T0 (written at most once a minute).
+    w.advance_s(59);
+    let r = w.cookie_post("/auth/impersonate", &admin, json!({ "user_id": "usr_demo_acme_member" }));
+    let imp = token_from_cookie(&r);
+    w.advance_s(900);
+    assert_eq!(w.get("/auth/me", &imp).status, 200);
+    // 1839 s after the admin's own last request, but the impersonation was in use.
+    w.advance_s(880);
+    assert_eq!(w.get("/auth/me", &imp).status, 200);
+}
+
+#[test]
+fn sign_out_everywhere_ends_every_session_and_impersonation_of_the_user() {
+    let w = World::new();
+    let (admin, imp) = impersonating(&w);
+    let second = w.login("platform@demo.test");
+    let bystander = w.login("member@acme.test");
+    let r = w.cookie_post("/auth/logout-all", &second, json!({}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(json_of(&r), json!({ "signed_out": true, "sessions_revoked": 3 }));
+    assert!(header(&r, "set-cookie").unwrap().contains("Max-Age=0"));
+    for token in [&admin, &imp, &second] {
+        assert_error(&w.get("/auth/me", token), 401, "session_expired");
+    }
+    assert_eq!(w.get("/auth/me", &bystander).status, 200, "the impersonated user's own session is theirs");
+    // From an impersonation it signs out the impersonator, who is the one acting.
+    let (admin, imp) = impersonating(&w);
+    assert_eq!(w.post("/auth/logout-all", &imp, json!({})).status, 200);
+    assert_error(&w.get("/auth/me", &admin), 401, "session_expired");
+    assert_eq!(w.get("/auth/me", &bystander).status, 200);
+    // A cookie write: the CSRF rules hold.
+    let r = w.request("POST", "/auth/logout-all", &[("cookie", &format!("{SESSION_COOKIE}={bystander}"))], None);
+    assert_error(&r, 403, "csrf_rejected");
+}
+
+#[test]
+fn a_session_ends_after_30_idle_minutes_and_last_seen_is_written_at_most_once_a_minute() {
+    let w = World::new();
+    let token = w.login("viewer@acme.test");
+    let last_seen = || {
+        w.db.one("SELECT last_seen FROM admin_sessions WHERE token_hash = ?", &[sha256_hex(&token).into()])
+            .unwrap()
+            .unwrap()
+            .int(0)
+            .unwrap()
+    };
+    let t0 = last_seen();
+    w.advance_s(59);
+    assert_eq!(w.get("/auth/me", &token).status, 200);
+    assert_eq!(last_seen(), t0, "not rewritten within the minute");
+    w.advance_s(auth::IDLE_TIMEOUT_S - 1 - 59);
+    assert_eq!(w.get("/auth/me", &token).status, 200);
+    assert_eq!(last_seen(), t0 + auth::IDLE_TIMEOUT_S - 1);
+    w.advance_s(auth::IDLE_TIMEOUT_S);
+    assert_error(&w.get("/auth/me", &token), 401, "session_expired");
+}
+
+#[test]
+fn the_cookie_is_host_prefixed_and_secure_over_https_also_behind_a_trusted_proxy() {
+    let mut cfg = config();
+    cfg.trusted_proxies = crate::net::parse_trusted("10.0.0.2").unwrap();
+    let w = World::with_config(cfg);
+    let login = |headers: &[(&str, &str)]| {
+        let mut list = vec![("content-type", "application/json")];
+        list.extend_from_slice(headers);
+        w.request(
+            "POST",
+            "/auth/login",
+            &list,
+            Some(&json!({ "email": "admin@acme.test", "password": DEMO_PASSWORD }).to_string()),
+        )
+    };
+    let proxied = [("spin-client-addr", "10.0.0.2:1"), ("x-forwarded-proto", "https")];
+    let r = login(&proxied);
+    let cookie = header(&r, "set-cookie").unwrap().to_string();
+    assert!(cookie.starts_with("__Host-ratatoskr_admin_session=sess_"), "{cookie}");
+    assert!(cookie.ends_with("; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200; Secure"), "{cookie}");
+    // The __Host- cookie authenticates, and an https Origin is this page's own.
+    let token = token_from_cookie(&r);
+    let host_cookie = format!("{}={token}", auth::SECURE_SESSION_COOKIE);
+    let mut headers = vec![("cookie", host_cookie.as_str()), ("content-type", "application/json")];
+    headers.extend_from_slice(&proxied);
+    headers.push(("origin", "https://console.test:3000"));
+    let mint =
+        w.request("POST", "/playground/token", &headers, Some(&json!({ "gateway_id": "gw_acme_main" }).to_string()));
+    assert_eq!(mint.status, 200, "{}", mint.body);
+    // From an untrusted peer X-Forwarded-Proto is ignored.
+    let r = login(&[("spin-client-addr", "10.0.0.9:1"), ("x-forwarded-proto", "https")]);
+    let cookie = header(&r, "set-cookie").unwrap();
+    assert!(cookie.starts_with("ratatoskr_admin_session=sess_") && !cookie.contains("Secure"), "{cookie}");
+}
+
+#[test]
+fn a_stale_cookie_next_to_a_live_one_does_not_lock_the_browser_out() {
+    let w = World::new();
+    let stale = w.login("viewer@acme.test");
+    w.post("/auth/logout", &stale, json!({}));
+    let live = w.login("viewer@acme.test");
+    // An older Path=/admin cookie comes first in the header.
+    let cookies = format!("{SESSION_COOKIE}={stale}; {SESSION_COOKIE}={live}");
+    assert_eq!(w.request("GET", "/auth/me", &[("cookie", &cookies)], None).status, 200);
 }

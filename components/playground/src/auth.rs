@@ -1,50 +1,77 @@
 //! Admin sessions: sign-in (argon2id, rate-limited, no account oracle),
 //! opaque session tokens stored only as SHA-256, the cookie and bearer
-//! credentials, CSRF rules for cookie-authenticated writes, and
-//! impersonation.
+//! credentials, CSRF rules for cookie-authenticated writes, impersonation,
+//! password changes.
 //!
 //! - The session token is `sess_` + 64 lowercase hex (32 CSPRNG bytes). The
-//!   browser gets it only in an `HttpOnly; SameSite=Strict; Path=/admin`
-//!   cookie (`Secure` over https); API clients send the same value as
-//!   `Authorization: Bearer sess_…` (read it from the login's `Set-Cookie`).
-//!   It is never in a response body.
+//!   browser gets it only in an `HttpOnly; SameSite=Strict; Path=/` cookie:
+//!   `__Host-ratatoskr_admin_session` with `Secure` when the page is served
+//!   over https (the URL's scheme, or `X-Forwarded-Proto` from a trusted
+//!   proxy), `ratatoskr_admin_session` over http; either name is read. API
+//!   clients send the same value as `Authorization: Bearer sess_…`. It is
+//!   never in a response body.
+//! - A session ends at its expiry (12 h, an impersonation 30 min), after
+//!   [`IDLE_TIMEOUT_S`] without a request, at sign-out, or with "sign out
+//!   everywhere". An impersonation and the session that started it end
+//!   together: signing out of either ends both, the impersonation dies with
+//!   its parent or when its impersonator is no longer a platform admin, and
+//!   an impersonation found past its end takes its parent with it (a browser's
+//!   cookie held only the impersonation, so the parent would be left behind).
 //! - No credentials: 401 `unauthenticated`. Credentials that are not a live
-//!   session (expired, revoked, unknown): 401 `session_expired`, and a cookie
-//!   is cleared.
+//!   session (expired, idle, revoked, unknown): 401 `session_expired`, and a
+//!   cookie is cleared.
 //! - Cookie-authenticated POSTs need `Content-Type: application/json` and an
 //!   `Origin` equal to the request's own origin (from `spin-full-url`), else
 //!   403 `csrf_rejected`; bearer calls are exempt (a cross-site page cannot
 //!   set `Authorization`). Sign-in, which has no session yet, needs the JSON
 //!   type (415) and, if an `Origin` is sent, the same origin.
+//! - Sign-in limits (see [`login`]): every attempt is recorded before its
+//!   password is checked, in one statement that also checks the counts.
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
 use serde_json::{json, Value};
 
 use crate::access::{Membership, Role, Roles, Scope};
-use crate::context::{is_json_content_type, json_body, Body, Ctx, Request, Response};
+use crate::context::{is_json_content_type, json_body, Ctx, Request, Response};
 use crate::db::{Db, DbError, Val};
 use crate::error::{ApiError, PlaygroundErrors};
+use crate::net;
 use crate::routes;
-use crate::util::{client_ip, iso8601, origin_of, sha256_hex};
+use crate::util::{iso8601, sha256_hex};
 
+/// The cookie over http.
 pub const SESSION_COOKIE: &str = "ratatoskr_admin_session";
+/// The cookie over https: the `__Host-` prefix makes the browser refuse it
+/// unless it is `Secure`, `Path=/` and without `Domain` (no sibling host can set it).
+pub const SECURE_SESSION_COOKIE: &str = "__Host-ratatoskr_admin_session";
 pub const SESSION_TOKEN_PREFIX: &str = "sess_";
 /// An ordinary admin session lasts 12 hours.
 pub const SESSION_TTL_S: i64 = 12 * 3600;
 /// An impersonation session lasts 30 minutes.
 pub const IMPERSONATION_TTL_S: i64 = 30 * 60;
+/// A session without a request for this long has ended.
+pub const IDLE_TIMEOUT_S: i64 = 30 * 60;
+/// `last_seen` is written at most this often (not on every request).
+pub const TOUCH_EVERY_S: i64 = 60;
 
-/// Failed sign-ins counted over this window…
+/// Sign-in attempts are counted over this window…
 pub const LOGIN_WINDOW_S: i64 = 15 * 60;
-/// …at most this many per email address…
-pub const MAX_FAILURES_PER_EMAIL: usize = 5;
-/// …and this many per client address; then 429 `rate_limited` until the
-/// oldest counted failure leaves the window.
+/// …at most this many failures per (email, client address): wrong guesses
+/// from one address never lock the account for the others…
+pub const MAX_FAILURES_PER_PAIR: usize = 5;
+/// …this many per client address (an IPv4 address or an IPv6 /64) across
+/// all emails…
 pub const MAX_FAILURES_PER_ADDR: usize = 20;
+/// …and this many per email from all addresses together: the ceiling on a
+/// guessing run spread over many addresses. Then 429 `rate_limited` until
+/// the oldest counted failure leaves the window.
+pub const MAX_FAILURES_PER_EMAIL: usize = 100;
 
 pub const MAX_EMAIL_LEN: usize = 254;
 pub const MAX_PASSWORD_LEN: usize = 1024;
+/// Shortest password a user may set (and the demo password an operator sets).
+pub const MIN_PASSWORD_LEN: usize = 12;
 
 /// A well-formed argon2id PHC string with the OWASP default parameters (the
 /// same as every stored hash) whose output is random bytes: no known
@@ -83,8 +110,9 @@ pub enum Via {
 }
 
 pub fn session_cookie(token: &str, max_age_s: i64, secure: bool) -> String {
+    let name = if secure { SECURE_SESSION_COOKIE } else { SESSION_COOKIE };
     format!(
-        "{SESSION_COOKIE}={token}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{}",
+        "{name}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{}",
         if secure { "; Secure" } else { "" }
     )
 }
@@ -93,25 +121,45 @@ pub fn clear_cookie(secure: bool) -> String {
     session_cookie("", 0, secure)
 }
 
-/// The session cookie's value among `Cookie` headers.
-pub fn cookie_value<'a>(headers: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+/// Was this request's page served over https (the cookie's name and `Secure`)?
+pub fn https(ctx: &Ctx, req: &Request) -> bool {
+    net::is_https(req, &ctx.config.trusted_proxies)
+}
+
+/// Every session cookie value among `Cookie` headers (either name), in order.
+/// A browser may hold more than one (an older `Path=/admin` cookie is sent
+/// first), so each is tried.
+pub fn cookie_values<'a>(headers: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     headers
         .flat_map(|h| h.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == SESSION_COOKIE)
+        .filter(|(name, _)| *name == SESSION_COOKIE || *name == SECURE_SESSION_COOKIE)
         .map(|(_, value)| value.trim())
         .filter(|v| !v.is_empty())
+        .collect()
 }
 
-/// The presented credential: a bearer header wins over the cookie.
-pub fn credential(req: &Request) -> Option<(Via, &str)> {
+/// The first session cookie value, if any.
+pub fn cookie_value<'a>(headers: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    cookie_values(headers).into_iter().next()
+}
+
+/// The presented credentials: a bearer header wins over cookies.
+pub fn credentials(req: &Request) -> Vec<(Via, &str)> {
     if let Some(auth) = req.header("authorization") {
         let (scheme, token) = auth.trim().split_once(' ').unwrap_or((auth, ""));
         // Another scheme (or an empty bearer) is no credential at all.
-        return (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty())
-            .then(|| (Via::Bearer, token.trim()));
+        return match scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() {
+            true => vec![(Via::Bearer, token.trim())],
+            false => Vec::new(),
+        };
     }
-    cookie_value(req.headers_named("cookie")).map(|v| (Via::Cookie, v))
+    cookie_values(req.headers_named("cookie")).into_iter().map(|v| (Via::Cookie, v)).collect()
+}
+
+/// The first presented credential.
+pub fn credential(req: &Request) -> Option<(Via, &str)> {
+    credentials(req).into_iter().next()
 }
 
 pub fn is_session_token(token: &str) -> bool {
@@ -121,7 +169,11 @@ pub fn is_session_token(token: &str) -> bool {
 }
 
 /// The CSRF rule for writes (see the module docs).
-pub fn check_csrf(req: &Request, via: Via) -> Result<(), ApiError> {
+pub fn check_csrf(ctx: &Ctx, req: &Request, via: Via) -> Result<(), ApiError> {
+    csrf_rule(req, via, &ctx.config.trusted_proxies)
+}
+
+fn csrf_rule(req: &Request, via: Via, trusted: &[net::Cidr]) -> Result<(), ApiError> {
     if via == Via::Bearer {
         return Ok(());
     }
@@ -131,11 +183,13 @@ pub fn check_csrf(req: &Request, via: Via) -> Result<(), ApiError> {
     let Some(origin) = req.header("origin") else {
         return Err(ApiError::csrf_rejected("origin_missing"));
     };
-    same_origin(req, origin)
+    same_origin(req, origin, trusted)
 }
 
-fn same_origin(req: &Request, origin: &str) -> Result<(), ApiError> {
-    match (origin_of(origin.trim()), origin_of(req.full_url())) {
+/// Behind a trusted TLS-terminating proxy the browser's origin is https
+/// while `spin-full-url` says http: the proxy's `X-Forwarded-Proto` decides.
+fn same_origin(req: &Request, origin: &str, trusted: &[net::Cidr]) -> Result<(), ApiError> {
+    match (crate::util::origin_of(origin.trim()), net::own_origin(req, trusted)) {
         (Some(theirs), Some(ours)) if theirs == ours && origin.trim().trim_end_matches('/').len() == theirs.len() => {
             Ok(())
         }
@@ -158,49 +212,101 @@ pub struct Principal {
     pub impersonator: Option<UserRef>,
     pub via: Via,
     pub session_hash: String,
+    /// The session that started this impersonation.
+    pub parent_hash: Option<String>,
     pub expires_at: i64,
+}
+
+impl Principal {
+    /// The person behind the credential: the impersonator when impersonating.
+    pub fn actor_id(&self) -> &str {
+        self.impersonator.as_ref().map_or(&self.user.id, |i| &i.id)
+    }
 }
 
 /// The live session behind the request's credential.
 pub fn authenticate(ctx: &Ctx, req: &Request) -> Result<Principal, ApiError> {
-    let Some((via, token)) = credential(req) else {
+    let presented = credentials(req);
+    let Some(&(via, _)) = presented.first() else {
         return Err(ApiError::unauthenticated());
     };
-    let expired = || {
-        let e = ApiError::session_expired();
-        if via == Via::Cookie {
-            e.header("set-cookie", clear_cookie(req.is_https()))
-        } else {
-            e
+    for (via, token) in presented {
+        if let Some(principal) = live_session(ctx, token, via)? {
+            return Ok(principal);
         }
-    };
+    }
+    let e = ApiError::session_expired();
+    Err(match via {
+        Via::Cookie => e.header("set-cookie", clear_cookie(https(ctx, req))),
+        Via::Bearer => e,
+    })
+}
+
+fn revoke(db: &dyn Db, hashes: &[&str]) -> Result<(), DbError> {
+    for hash in hashes {
+        db.exec(
+            "UPDATE admin_sessions SET revoked = 1 WHERE token_hash = ? OR parent_hash = ?",
+            &[(*hash).into(), (*hash).into()],
+        )?;
+    }
+    Ok(())
+}
+
+/// The session `token` stands for, if it is live now (see the module docs).
+fn live_session(ctx: &Ctx, token: &str, via: Via) -> Result<Option<Principal>, ApiError> {
     if !is_session_token(token) {
-        return Err(expired());
+        return Ok(None);
     }
     let session_hash = sha256_hex(token);
     let row = ctx.db.one(
-        "SELECT s.user_id, u.email, u.platform_admin, s.impersonator_id, s.expires_at, s.revoked
+        "SELECT s.user_id, u.email, u.platform_admin, s.impersonator_id, s.expires_at, s.revoked,
+                COALESCE(s.last_seen, s.created_at), s.parent_hash,
+                p.revoked, p.expires_at, COALESCE(p.last_seen, p.created_at), i.platform_admin, i.email
            FROM admin_sessions s JOIN users u ON u.id = s.user_id
+           LEFT JOIN admin_sessions p ON p.token_hash = s.parent_hash
+           LEFT JOIN users i ON i.id = s.impersonator_id
           WHERE s.token_hash = ?",
         &[Val::Text(session_hash.clone())],
     )?;
-    let Some(row) = row else { return Err(expired()) };
+    let Some(row) = row else { return Ok(None) };
+    let now = ctx.now_s();
     let expires_at = row.int(4)?;
-    if row.flag(5)? || ctx.now_s() >= expires_at {
-        return Err(expired());
+    let last_seen = row.int(6)?;
+    let parent_hash = row.opt_text(7)?;
+    if row.flag(5)? {
+        return Ok(None);
+    }
+    if now >= expires_at || now - last_seen >= IDLE_TIMEOUT_S {
+        // Ended by time: an impersonation takes the session that started it along.
+        let mut ended = vec![session_hash.as_str()];
+        ended.extend(parent_hash.as_deref());
+        revoke(ctx.db, &ended)?;
+        return Ok(None);
+    }
+    let impersonator = match row.opt_text(3)? {
+        None => None,
+        Some(id) => {
+            let parent_live = parent_hash.is_some()
+                && row.opt_int(8)? == Some(0)
+                && row.opt_int(9)?.is_some_and(|t| now < t)
+                && row.opt_int(10)?.is_some_and(|t| now - t < IDLE_TIMEOUT_S);
+            if !parent_live || row.opt_int(11)? != Some(1) {
+                revoke(ctx.db, &[&session_hash])?;
+                return Ok(None);
+            }
+            Some(UserRef { id, email: row.opt_text(12)?.unwrap_or_default() })
+        }
+    };
+    if now - last_seen >= TOUCH_EVERY_S {
+        // Working as someone else keeps the impersonator's own session alive too.
+        ctx.db.exec(
+            "UPDATE admin_sessions SET last_seen = ? WHERE token_hash = ? OR token_hash = ?",
+            &[Val::Int(now), session_hash.as_str().into(), parent_hash.clone().into()],
+        )?;
     }
     let user = UserRef { id: row.text(0)?, email: row.text(1)? };
-    let impersonator = match row.opt_text(3)? {
-        Some(id) => Some(user_ref(ctx.db, &id)?.ok_or_else(expired)?),
-        None => None,
-    };
     let roles = Roles { platform_admin: row.flag(2)?, memberships: memberships(ctx.db, &user.id)? };
-    Ok(Principal { user, roles, impersonator, via, session_hash, expires_at })
-}
-
-fn user_ref(db: &dyn Db, id: &str) -> Result<Option<UserRef>, DbError> {
-    let row = db.one("SELECT id, email FROM users WHERE id = ?", &[id.into()])?;
-    row.map(|r| Ok(UserRef { id: r.text(0)?, email: r.text(1)? })).transpose()
+    Ok(Some(Principal { user, roles, impersonator, via, session_hash, parent_hash, expires_at }))
 }
 
 pub fn memberships(db: &dyn Db, user_id: &str) -> Result<Vec<Membership>, DbError> {
@@ -256,28 +362,33 @@ pub fn profile(p: &Principal) -> Value {
 }
 
 /// Stores a new session and returns its token (never stored itself).
-fn create_session(ctx: &Ctx, user_id: &str, impersonator: Option<&str>, ttl_s: i64) -> Result<(String, i64), DbError> {
+fn create_session(
+    ctx: &Ctx,
+    user_id: &str,
+    impersonation: Option<(&str, &str)>,
+    ttl_s: i64,
+) -> Result<(String, i64), DbError> {
     let token = format!("{SESSION_TOKEN_PREFIX}{}", ctx.random_hex::<32>());
     let expires_at = ctx.now_s() + ttl_s;
+    let (impersonator, parent) = impersonation.unzip();
     ctx.db.exec(
-        "INSERT INTO admin_sessions (token_hash, user_id, impersonator_id, created_at, expires_at, revoked)
-         VALUES (?, ?, ?, ?, ?, 0)",
-        &[sha256_hex(&token).into(), user_id.into(), impersonator.into(), Val::Int(ctx.now_s()), Val::Int(expires_at)],
+        "INSERT INTO admin_sessions (token_hash, user_id, impersonator_id, parent_hash, created_at, last_seen, expires_at, revoked)
+         VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+        &[
+            sha256_hex(&token).into(),
+            user_id.into(),
+            impersonator.into(),
+            parent.into(),
+            Val::Int(ctx.now_s()),
+            Val::Int(ctx.now_s()),
+            Val::Int(expires_at),
+        ],
     )?;
     Ok((token, expires_at))
 }
 
 fn load_principal(ctx: &Ctx, token: &str, via: Via) -> Result<Principal, ApiError> {
-    let req = Request {
-        method: "GET".into(),
-        path: String::new(),
-        query: String::new(),
-        headers: vec![("authorization".into(), format!("Bearer {token}"))],
-        body: Body::Bytes(Vec::new()),
-    };
-    let mut principal = authenticate(ctx, &req)?;
-    principal.via = via;
-    Ok(principal)
+    live_session(ctx, token, via)?.ok_or_else(ApiError::session_expired)
 }
 
 // ---- rate limiting ---------------------------------------------------------------------
@@ -308,6 +419,81 @@ fn rate_limited(seconds: i64) -> ApiError {
         .header("retry-after", seconds.to_string())
 }
 
+/// The counters one password check is recorded against.
+pub struct AttemptKeys {
+    /// (email, client address): the limit that stops one address guessing one account.
+    pub pair: String,
+    /// The client address across emails.
+    pub addr: String,
+    /// The email across addresses.
+    pub email: String,
+}
+
+impl AttemptKeys {
+    pub fn new(ctx: &Ctx, req: &Request, email: &str) -> AttemptKeys {
+        let addr = net::limit_key(net::client(req, &ctx.config.trusted_proxies));
+        AttemptKeys {
+            pair: sha256_hex(&format!("pair:{email}\n{addr}")),
+            addr: sha256_hex(&format!("addr:{addr}")),
+            email: sha256_hex(&format!("email:{email}")),
+        }
+    }
+
+    fn limits(&self) -> [(&str, usize); 3] {
+        [
+            (self.pair.as_str(), MAX_FAILURES_PER_PAIR),
+            (self.addr.as_str(), MAX_FAILURES_PER_ADDR),
+            (self.email.as_str(), MAX_FAILURES_PER_EMAIL),
+        ]
+    }
+}
+
+/// One recorded attempt: its rows, counted as a failure until [`Attempt::succeeded`].
+pub struct Attempt(Vec<i64>);
+
+/// Records an attempt before its password is checked, or refuses it (429).
+/// One statement checks the three counts and inserts the three rows, so
+/// concurrent guesses are serialised by SQLite's write lock: N attempts in
+/// flight count N, and the (N+1)-th past a limit is refused unevaluated.
+pub fn record_attempt(ctx: &Ctx, keys: &AttemptKeys) -> Result<Attempt, ApiError> {
+    let now = ctx.now_s();
+    let since = now - LOGIN_WINDOW_S;
+    ctx.db.exec("DELETE FROM login_attempts WHERE at <= ?", &[Val::Int(since)])?;
+    let mut params =
+        vec![Val::Int(now), keys.pair.as_str().into(), keys.addr.as_str().into(), keys.email.as_str().into()];
+    for (key, limit) in keys.limits() {
+        params.extend([key.into(), Val::Int(since), Val::Int(limit as i64)]);
+    }
+    let rows = ctx.db.query(
+        "INSERT INTO login_attempts (key_hash, at)
+         SELECT column1, ? FROM (VALUES (?), (?), (?))
+          WHERE (SELECT COUNT(*) FROM login_attempts WHERE key_hash = ? AND at > ?) < ?
+            AND (SELECT COUNT(*) FROM login_attempts WHERE key_hash = ? AND at > ?) < ?
+            AND (SELECT COUNT(*) FROM login_attempts WHERE key_hash = ? AND at > ?) < ?
+         RETURNING rowid",
+        &params,
+    )?;
+    if !rows.is_empty() {
+        return Ok(Attempt(rows.iter().map(|r| r.int(0)).collect::<Result<_, _>>()?));
+    }
+    let mut wait = None;
+    for (key, limit) in keys.limits() {
+        wait = wait.max(retry_after(&failures(ctx.db, key, since)?, limit, now));
+    }
+    Err(rate_limited(wait.unwrap_or(1)))
+}
+
+impl Attempt {
+    /// The password was right: this attempt does not count, and the pair's
+    /// earlier failures are forgiven (the address knows the password).
+    pub fn succeeded(self, ctx: &Ctx, keys: &AttemptKeys) -> Result<(), DbError> {
+        for rowid in self.0 {
+            ctx.db.exec("DELETE FROM login_attempts WHERE rowid = ?", &[Val::Int(rowid)])?;
+        }
+        ctx.db.exec("DELETE FROM login_attempts WHERE key_hash = ?", &[keys.pair.as_str().into()])
+    }
+}
+
 // ---- routes ----------------------------------------------------------------------------------
 
 fn invalid_login_field(field: &'static str) -> ApiError {
@@ -326,7 +512,7 @@ pub fn login(ctx: &Ctx, req: &Request) -> Result<Response, ApiError> {
     }
     // Login CSRF: a browser always sends Origin on a cross-site POST.
     if let Some(origin) = req.header("origin") {
-        same_origin(req, origin)?;
+        same_origin(req, origin, &ctx.config.trusted_proxies)?;
     }
     let body = json_body(req, false)?;
     let email = match body.get("email") {
@@ -338,19 +524,9 @@ pub fn login(ctx: &Ctx, req: &Request) -> Result<Response, ApiError> {
         _ => return Err(invalid_login_field("password")),
     };
 
-    let now = ctx.now_s();
-    let since = now - LOGIN_WINDOW_S;
-    ctx.db.exec("DELETE FROM login_attempts WHERE at <= ?", &[Val::Int(since)])?;
-    let email_key = sha256_hex(&format!("email:{email}"));
-    let addr_key = sha256_hex(&format!("addr:{}", client_ip(req.header("spin-client-addr").unwrap_or(""))));
     // The same answer for known and unknown emails: both are counted.
-    let wait = [
-        retry_after(&failures(ctx.db, &email_key, since)?, MAX_FAILURES_PER_EMAIL, now),
-        retry_after(&failures(ctx.db, &addr_key, since)?, MAX_FAILURES_PER_ADDR, now),
-    ];
-    if let Some(seconds) = wait.into_iter().flatten().max() {
-        return Err(rate_limited(seconds));
-    }
+    let keys = AttemptKeys::new(ctx, req, &email);
+    let attempt = record_attempt(ctx, &keys)?;
 
     let user = ctx.db.one("SELECT id, password_hash FROM users WHERE email = ?", &[email.as_str().into()])?;
     let (user_id, stored) = match &user {
@@ -360,34 +536,97 @@ pub fn login(ctx: &Ctx, req: &Request) -> Result<Response, ApiError> {
     // Always one full argon2id verification, known email or not.
     let verified = verify_password(password, &stored);
     let Some(user_id) = user_id.filter(|_| verified) else {
-        for key in [&email_key, &addr_key] {
-            ctx.db.exec(
-                "INSERT INTO login_attempts (key_hash, at) VALUES (?, ?)",
-                &[key.as_str().into(), Val::Int(now)],
-            )?;
-        }
         return Err(ApiError::new(401, "invalid_credentials", "the email or password is wrong"));
     };
-    ctx.db.exec("DELETE FROM login_attempts WHERE key_hash = ?", &[email_key.into()])?;
+    attempt.succeeded(ctx, &keys)?;
+    let now = ctx.now_s();
     // Sessions long past their expiry are of no further use.
     ctx.db.exec("DELETE FROM admin_sessions WHERE expires_at < ?", &[Val::Int(now - 7 * 86_400)])?;
     let (token, _) = create_session(ctx, &user_id, None, SESSION_TTL_S)?;
     let principal = load_principal(ctx, &token, Via::Cookie)?;
     Ok(Response::json(200, &profile(&principal))
-        .with_header("set-cookie", session_cookie(&token, SESSION_TTL_S, req.is_https())))
+        .with_header("set-cookie", session_cookie(&token, SESSION_TTL_S, https(ctx, req))))
 }
 
-/// `POST /auth/logout`: revokes the session server-side and clears the cookie.
+/// `POST /auth/logout`: revokes the session server-side and clears the
+/// cookie. Signing out of an impersonation signs out the session that
+/// started it too, and signing out of that session ends its impersonations.
 pub fn logout(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiError> {
     json_body(req, true)?;
-    ctx.db.exec("UPDATE admin_sessions SET revoked = 1 WHERE token_hash = ?", &[p.session_hash.as_str().into()])?;
-    Ok(Response::json(200, &json!({ "signed_out": true })).with_header("set-cookie", clear_cookie(req.is_https())))
+    let mut ended = vec![p.session_hash.as_str()];
+    ended.extend(p.parent_hash.as_deref());
+    revoke(ctx.db, &ended)?;
+    Ok(Response::json(200, &json!({ "signed_out": true })).with_header("set-cookie", clear_cookie(https(ctx, req))))
+}
+
+/// `POST /auth/logout-all`: revokes every session of the person behind the
+/// credential (the impersonator when impersonating), the impersonations they
+/// started included.
+pub fn logout_all(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiError> {
+    json_body(req, true)?;
+    let revoked = revoke_all(ctx.db, p.actor_id(), None)?;
+    Ok(Response::json(200, &json!({ "signed_out": true, "sessions_revoked": revoked }))
+        .with_header("set-cookie", clear_cookie(https(ctx, req))))
+}
+
+/// Revokes every live session of `user_id` and every impersonation they
+/// started, except `keep`; returns how many.
+pub fn revoke_all(db: &dyn Db, user_id: &str, keep: Option<&str>) -> Result<usize, DbError> {
+    let rows = db.query(
+        "UPDATE admin_sessions SET revoked = 1
+          WHERE revoked = 0 AND (user_id = ? OR impersonator_id = ?) AND token_hash IS NOT ?
+         RETURNING 1",
+        &[user_id.into(), user_id.into(), keep.into()],
+    )?;
+    Ok(rows.len())
+}
+
+fn invalid_password_field(field: &'static str) -> ApiError {
+    ApiError::new(
+        400,
+        "invalid_request",
+        "current_password and new_password are required strings of at most 1024 characters",
+    )
+    .with("field", field)
+}
+
+/// `POST /auth/password {current_password, new_password}`: the signed-in
+/// user (never an impersonation) sets a new password of at least
+/// [`MIN_PASSWORD_LEN`] characters. A wrong current password is counted like
+/// a failed sign-in. Every other session of the user ends.
+pub fn change_password(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiError> {
+    if p.impersonator.is_some() {
+        return Err(ApiError::impersonation_forbidden());
+    }
+    let body = json_body(req, false)?;
+    let field = |name: &'static str| match body.get(name) {
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_PASSWORD_LEN => Ok(s.as_str()),
+        _ => Err(invalid_password_field(name)),
+    };
+    let current = field("current_password")?;
+    let new = field("new_password")?;
+    if new.chars().count() < MIN_PASSWORD_LEN {
+        return Err(ApiError::new(400, "password_too_short", "the new password must have at least 12 characters")
+            .with("min_length", MIN_PASSWORD_LEN as i64));
+    }
+    let keys = AttemptKeys::new(ctx, req, &p.user.email);
+    let attempt = record_attempt(ctx, &keys)?;
+    let stored = ctx.db.one("SELECT password_hash FROM users WHERE id = ?", &[p.user.id.as_str().into()])?;
+    let stored = stored.map(|r| r.text(0)).transpose()?.unwrap_or_else(|| DUMMY_HASH.to_string());
+    if !verify_password(current, &stored) {
+        return Err(ApiError::new(403, "wrong_password", "the current password is wrong"));
+    }
+    attempt.succeeded(ctx, &keys)?;
+    let hash = hash_password(new, &ctx.random_bytes::<16>());
+    ctx.db.exec("UPDATE users SET password_hash = ? WHERE id = ?", &[hash.into(), p.user.id.as_str().into()])?;
+    let revoked = revoke_all(ctx.db, &p.user.id, Some(&p.session_hash))?;
+    Ok(Response::json(200, &json!({ "password_changed": true, "sessions_revoked": revoked })))
 }
 
 /// `POST /auth/impersonate {user_id}`: platform admins only, never from an
 /// impersonated session, never into another platform admin. The new
-/// session (30 minutes) carries the admin as `impersonator`, is recorded in
-/// `audit`, and replaces the cookie.
+/// session (30 minutes) carries the admin as `impersonator` and the admin's
+/// session as its parent, is recorded in `audit`, and replaces the cookie.
 pub fn impersonate(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiError> {
     if p.impersonator.is_some() {
         return Err(ApiError::impersonation_forbidden());
@@ -405,7 +644,8 @@ pub fn impersonate(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, 
         return Err(ApiError::new(403, "impersonation_forbidden", "platform admins cannot be impersonated"));
     }
     let ttl = IMPERSONATION_TTL_S.min(p.expires_at - ctx.now_s()).max(1);
-    let (token, expires_at) = create_session(ctx, &target_id, Some(&p.user.id), ttl)?;
+    let parent = (p.user.id.as_str(), p.session_hash.as_str());
+    let (token, expires_at) = create_session(ctx, &target_id, Some(parent), ttl)?;
     ctx.db.exec(
         "INSERT INTO audit (at, actor_id, action, target_id, detail) VALUES (?, ?, 'impersonate', ?, ?)",
         &[
@@ -416,12 +656,14 @@ pub fn impersonate(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, 
         ],
     )?;
     let principal = load_principal(ctx, &token, Via::Cookie)?;
-    Ok(Response::json(200, &profile(&principal)).with_header("set-cookie", session_cookie(&token, ttl, req.is_https())))
+    Ok(Response::json(200, &profile(&principal))
+        .with_header("set-cookie", session_cookie(&token, ttl, https(ctx, req))))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::Body;
 
     fn req(headers: &[(&str, &str)]) -> Request {
         Request {
@@ -460,13 +702,19 @@ mod tests {
     #[test]
     fn cookies_are_http_only_strict_and_secure_over_https() {
         let c = session_cookie("sess_abc", 60, false);
-        assert_eq!(c, "ratatoskr_admin_session=sess_abc; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=60");
-        assert!(session_cookie("t", 1, true).ends_with("; Secure"));
+        assert_eq!(c, "ratatoskr_admin_session=sess_abc; Path=/; HttpOnly; SameSite=Strict; Max-Age=60");
+        assert_eq!(
+            session_cookie("sess_abc", 60, true),
+            "__Host-ratatoskr_admin_session=sess_abc; Path=/; HttpOnly; SameSite=Strict; Max-Age=60; Secure"
+        );
         assert!(clear_cookie(false).contains("Max-Age=0"));
         let headers = ["a=1; ratatoskr_admin_session=sess_x ; b=2", "c=3"];
         assert_eq!(cookie_value(headers.into_iter()), Some("sess_x"));
         assert_eq!(cookie_value(["ratatoskr_admin_sessionx=1"].into_iter()), None);
         assert_eq!(cookie_value(["ratatoskr_admin_session="].into_iter()), None);
+        // Either name is read, every value in order (an older Path=/admin cookie comes first).
+        let both = ["ratatoskr_admin_session=sess_old; __Host-ratatoskr_admin_session=sess_new"];
+        assert_eq!(cookie_values(both.into_iter()), vec!["sess_old", "sess_new"]);
     }
 
     #[test]
@@ -493,8 +741,8 @@ mod tests {
         let url = ("spin-full-url", "http://127.0.0.1:3000/admin/v1/playground/token");
         let json = ("content-type", "application/json; charset=utf-8");
         let ok = req(&[url, json, ("origin", "http://127.0.0.1:3000")]);
-        assert!(check_csrf(&ok, Via::Cookie).is_ok());
-        let reason = |r: &Request| check_csrf(r, Via::Cookie).unwrap_err().fields["reason"].clone();
+        assert!(csrf_rule(&ok, Via::Cookie, &[]).is_ok());
+        let reason = |r: &Request| csrf_rule(r, Via::Cookie, &[]).unwrap_err().fields["reason"].clone();
         assert_eq!(reason(&req(&[url, ("origin", "http://127.0.0.1:3000")])), "content_type");
         assert_eq!(
             reason(&req(&[url, ("content-type", "text/plain"), ("origin", "http://127.0.0.1:3000")])),
@@ -512,8 +760,8 @@ mod tests {
             assert_eq!(reason(&req(&[url, json, ("origin", evil)])), "origin_mismatch", "{evil}");
         }
         // Bearer calls are exempt: a cross-site page cannot set Authorization.
-        assert!(check_csrf(&req(&[url]), Via::Bearer).is_ok());
-        let e = check_csrf(&req(&[url]), Via::Cookie).unwrap_err();
+        assert!(csrf_rule(&req(&[url]), Via::Bearer, &[]).is_ok());
+        let e = csrf_rule(&req(&[url]), Via::Cookie, &[]).unwrap_err();
         assert_eq!((e.status, e.code), (403, "csrf_rejected"));
     }
 

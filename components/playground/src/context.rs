@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::db::Db;
 use crate::egress::{Egress, TransportFailure};
 use crate::error::{ApiError, PlaygroundErrors};
+use crate::net::{self, Cidr};
 use crate::traces::StepPages;
 use crate::util::{hex, BaseUrl};
 
@@ -23,6 +24,8 @@ pub struct Config {
     pub brave_base_url: BaseUrl,
     pub linkup_base_url: BaseUrl,
     pub provider_timeout_ms: u64,
+    /// Peers whose `X-Forwarded-For` / `X-Forwarded-Proto` are believed.
+    pub trusted_proxies: Vec<Cidr>,
 }
 
 impl Config {
@@ -51,6 +54,9 @@ impl Config {
                 .ok()
                 .filter(|ms| *ms > 0)
                 .unwrap_or(Self::DEFAULT_PROVIDER_TIMEOUT_MS),
+            trusted_proxies: net::parse_trusted(&text("trusted_proxies")).map_err(|_| {
+                ApiError::misconfigured("trusted_proxies must be a comma-separated list of IP addresses or CIDRs")
+            })?,
         })
     }
 }

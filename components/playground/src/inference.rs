@@ -10,8 +10,12 @@
 //! `{inference_base_url}/{tenant}/{gateway}/v1/chat/completions`, and the
 //! answer streamed back chunk by chunk with its status, `content-type` and
 //! `x-trace-id` (a 401 `token_expired` / `invalid_token` body included).
+//! Only `application/json` and `text/event-stream` answers are passed on
+//! (by media-type essence): anything else (HTML, no content type, …) is a
+//! 502 `upstream_content_type` envelope, so no upstream can put a page on
+//! the console's origin.
 //! This module is the pure part: the path and slug validation, the upstream
-//! request; the byte pump is in the wasm handler.
+//! request, the content-type rule; the byte pump is in the wasm handler.
 
 use crate::error::{ApiError, PlaygroundErrors};
 use crate::util::BaseUrl;
@@ -83,6 +87,27 @@ pub fn unreachable(timeout: bool) -> ApiError {
     }
 }
 
+/// The media types an answer may have to be passed on.
+pub const PASSED_MEDIA_TYPES: &[&str] = &["application/json", "text/event-stream"];
+
+/// Passes an upstream answer whose one `content-type` has an allowed essence
+/// (parameters such as `charset` are fine); anything else is the typed 502.
+pub fn check_content_type(values: &[Vec<u8>], upstream_status: u16) -> Result<(), ApiError> {
+    let essence = match values {
+        [one] => std::str::from_utf8(one).ok().map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase()),
+        _ => None,
+    };
+    match essence {
+        Some(e) if PASSED_MEDIA_TYPES.contains(&e.as_str()) => Ok(()),
+        _ => Err(ApiError::new(
+            502,
+            "upstream_content_type",
+            "the gateway inference endpoint answered with a content type other than JSON or an event stream",
+        )
+        .with("status", upstream_status as i64)),
+    }
+}
+
 /// The upstream body, relayed as text (the kit's pump writes `String`s). A
 /// chunk boundary may split a UTF-8 character: its first bytes wait for the
 /// next chunk. Bytes that are not UTF-8 at all (never in a JSON or SSE body)
@@ -150,6 +175,36 @@ mod tests {
         carry.push(b"a\xffb\xf0\x9f", &mut out);
         assert_eq!(out, "a\u{FFFD}b");
         assert_eq!(carry.finish(), "\u{FFFD}");
+    }
+
+    #[test]
+    fn only_json_and_event_streams_are_passed_on() {
+        let ct = |v: &str| vec![v.as_bytes().to_vec()];
+        for ok in [
+            "application/json",
+            "text/event-stream",
+            "Application/JSON; charset=utf-8",
+            "text/event-stream;charset=UTF-8",
+        ] {
+            assert!(check_content_type(&ct(ok), 200).is_ok(), "{ok}");
+        }
+        let none: Vec<Vec<u8>> = Vec::new();
+        let two = vec![b"application/json".to_vec(), b"text/html".to_vec()];
+        for bad in [
+            ct("text/html"),
+            ct("text/html; charset=utf-8"),
+            ct("application/json+html"),
+            ct("application/jsonx"),
+            ct("text/plain"),
+            ct(""),
+            vec![b"\xffapplication/json".to_vec()],
+            none,
+            two,
+        ] {
+            let e = check_content_type(&bad, 401).unwrap_err();
+            assert_eq!((e.status, e.code), (502, "upstream_content_type"), "{bad:?}");
+            assert_eq!(e.fields["status"], 401);
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! - [`context`]: what every route works with (configuration, request, body,
 //!   response, the injected services); [`egress`]: outbound HTTP as a trait.
 //! - [`routes`]: route table and validation; [`error`]: typed envelopes.
-//! - [`auth`]: sign-in, sessions, cookies, CSRF, rate limits, impersonation.
+//! - [`auth`]: sign-in, sessions, cookies, CSRF, rate limits, impersonation;
+//!   [`net`]: the client address (trusted proxies) and https.
 //! - [`access`]: roles, gateway scopes and the per-route decisions.
 //! - [`tokens`]: playground token mint; [`search`]: the probe, EU gate and
 //!   provider classification; [`traces`] (a long trace streamed page by
@@ -32,6 +33,7 @@ pub mod egress;
 pub mod error;
 pub mod gateways;
 pub mod inference;
+pub mod net;
 pub mod plain_text;
 pub mod routes;
 pub mod schema;

@@ -14,6 +14,8 @@ pub const MAX_TRACE_LIMIT: i64 = 100;
 pub enum Route {
     Login,
     Logout,
+    LogoutAll,
+    Password,
     Me,
     Impersonate,
     Mint,
@@ -32,6 +34,8 @@ pub fn route(method: &str, path: &str) -> Result<Route, ApiError> {
     let (allow, route) = match segments.as_slice() {
         ["auth", "login"] => ("POST", Route::Login),
         ["auth", "logout"] => ("POST", Route::Logout),
+        ["auth", "logout-all"] => ("POST", Route::LogoutAll),
+        ["auth", "password"] => ("POST", Route::Password),
         ["auth", "me"] => ("GET", Route::Me),
         ["auth", "impersonate"] => ("POST", Route::Impersonate),
         ["playground", "token"] => ("POST", Route::Mint),

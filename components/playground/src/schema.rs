@@ -10,15 +10,15 @@
 //! | table | columns |
 //! |---|---|
 //! | `schema_version` | `version` PK, `applied_at` (s) |
-//! | `settings` | `key` PK, `value` (markers: which bootstrap admin / demo seed ran, the demo password's salted fingerprint) |
+//! | `settings` | `key` PK, `value` (markers: which bootstrap admin / demo seed ran, the salted fingerprints of the demo and bootstrap passwords) |
 //! | `users` | `id` PK, `email` UNIQUE (lowercase), `platform_admin`, `password_hash` (argon2id PHC string), `created_at` (s) |
 //! | `tenants` | `id` PK, `slug` UNIQUE, `playground_enabled`, `eu_region_routing` |
 //! | `memberships` | (`user_id`, `tenant_id`) PK, `role` `admin`\|`member`\|`viewer`, `gateway_scope` `'all'` or a JSON list of gateway ids |
 //! | `gateways` | `id` PK, `tenant_id`, `slug` (UNIQUE per tenant), `eu_region_routing`, `web_search_provider` `brave`\|`linkup`\|NULL (= brave), `web_search_api_key` (NULL = none stored) |
-//! | `admin_sessions` | `token_hash` PK (SHA-256 hex of the opaque session token), `user_id`, `impersonator_id` (NULL unless impersonating), `created_at`, `expires_at` (s), `revoked` |
+//! | `admin_sessions` | `token_hash` PK (SHA-256 hex of the opaque session token), `user_id`, `impersonator_id` (NULL unless impersonating), `created_at`, `expires_at` (s), `revoked`, `last_seen` (s, written at most once a minute; NULL = `created_at`), `parent_hash` (an impersonation's starting session) |
 //! | `gateway_tokens` | minted tokens: see `gateway-ledger` |
 //! | `traces`, `trace_steps` | the inference endpoint's traces: see `gateway-ledger` |
-//! | `login_attempts` | `key_hash` (SHA-256 of `email:<email>` / `addr:<ip>`), `at` (s): failed sign-ins, for rate limiting |
+//! | `login_attempts` | `key_hash` (SHA-256 of `pair:<email>\n<addr>` / `addr:<addr>` / `email:<email>`, `<addr>` an IPv4 address or IPv6 /64), `at` (s): sign-in attempts (a success removes its own), for rate limiting |
 //! | `audit` | `id` PK, `at` (s), `actor_id`, `action` (`impersonate`), `target_id`, `detail` (JSON) |
 //!
 //! `gateway_tokens`, `traces` and `trace_steps` are the contract with the
@@ -30,33 +30,34 @@
 use crate::db::{Db, DbError, Val};
 
 /// The newest schema version.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Each migration is a list of single statements (Spin runs only the first
 /// statement of a text), every one of them safe to run twice.
-const MIGRATIONS: &[(i64, &[&str])] = &[(
-    1,
-    &[
-        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS users (
+const MIGRATIONS: &[(i64, &[&str])] = &[
+    (
+        1,
+        &[
+            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS users (
             id TEXT PRIMARY KEY,
             email TEXT NOT NULL UNIQUE,
             platform_admin INTEGER NOT NULL DEFAULT 0,
             password_hash TEXT NOT NULL,
             created_at INTEGER NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS tenants (
+            "CREATE TABLE IF NOT EXISTS tenants (
             id TEXT PRIMARY KEY,
             slug TEXT NOT NULL UNIQUE,
             playground_enabled INTEGER NOT NULL DEFAULT 1,
             eu_region_routing INTEGER NOT NULL DEFAULT 0)",
-        "CREATE TABLE IF NOT EXISTS memberships (
+            "CREATE TABLE IF NOT EXISTS memberships (
             user_id TEXT NOT NULL REFERENCES users(id),
             tenant_id TEXT NOT NULL REFERENCES tenants(id),
             role TEXT NOT NULL CHECK (role IN ('admin', 'member', 'viewer')),
             gateway_scope TEXT NOT NULL DEFAULT 'all',
             PRIMARY KEY (user_id, tenant_id))",
-        "CREATE TABLE IF NOT EXISTS gateways (
+            "CREATE TABLE IF NOT EXISTS gateways (
             id TEXT PRIMARY KEY,
             tenant_id TEXT NOT NULL REFERENCES tenants(id),
             slug TEXT NOT NULL,
@@ -64,29 +65,40 @@ const MIGRATIONS: &[(i64, &[&str])] = &[(
             web_search_provider TEXT CHECK (web_search_provider IS NULL OR web_search_provider IN ('brave', 'linkup')),
             web_search_api_key TEXT,
             UNIQUE (tenant_id, slug))",
-        "CREATE TABLE IF NOT EXISTS admin_sessions (
+            "CREATE TABLE IF NOT EXISTS admin_sessions (
             token_hash TEXT PRIMARY KEY,
             user_id TEXT NOT NULL REFERENCES users(id),
             impersonator_id TEXT REFERENCES users(id),
             created_at INTEGER NOT NULL,
             expires_at INTEGER NOT NULL,
             revoked INTEGER NOT NULL DEFAULT 0)",
-        gateway_ledger::GATEWAY_TOKENS_TABLE,
-        gateway_ledger::GATEWAY_TOKENS_INDEX,
-        gateway_ledger::TRACES_TABLE,
-        gateway_ledger::TRACES_INDEX,
-        gateway_ledger::TRACE_STEPS_TABLE,
-        "CREATE TABLE IF NOT EXISTS login_attempts (key_hash TEXT NOT NULL, at INTEGER NOT NULL)",
-        "CREATE INDEX IF NOT EXISTS login_attempts_by_key ON login_attempts (key_hash, at)",
-        "CREATE TABLE IF NOT EXISTS audit (
+            gateway_ledger::GATEWAY_TOKENS_TABLE,
+            gateway_ledger::GATEWAY_TOKENS_INDEX,
+            gateway_ledger::TRACES_TABLE,
+            gateway_ledger::TRACES_INDEX,
+            gateway_ledger::TRACE_STEPS_TABLE,
+            "CREATE TABLE IF NOT EXISTS login_attempts (key_hash TEXT NOT NULL, at INTEGER NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS login_attempts_by_key ON login_attempts (key_hash, at)",
+            "CREATE TABLE IF NOT EXISTS audit (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             at INTEGER NOT NULL,
             actor_id TEXT NOT NULL,
             action TEXT NOT NULL,
             target_id TEXT,
             detail TEXT)",
-    ],
-)];
+        ],
+    ),
+    (
+        2,
+        &[
+            // Idle timeout, and the session an impersonation was started from.
+            "ALTER TABLE admin_sessions ADD COLUMN last_seen INTEGER",
+            "ALTER TABLE admin_sessions ADD COLUMN parent_hash TEXT",
+            "CREATE INDEX IF NOT EXISTS admin_sessions_by_user ON admin_sessions (user_id)",
+            "CREATE INDEX IF NOT EXISTS admin_sessions_by_parent ON admin_sessions (parent_hash)",
+        ],
+    ),
+];
 
 /// What one cheap query says about the database.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -102,6 +114,8 @@ pub struct Setup {
     pub state: State,
     /// The `demo_password` marker: which demo password the demo users have (see `seed`).
     pub demo_password: Option<String>,
+    /// The `bootstrap_password` marker: which configured password the bootstrap admin was given.
+    pub bootstrap_password: Option<String>,
 }
 
 /// Reads the schema version and the setup markers in one statement. A
@@ -116,7 +130,8 @@ pub fn setup(db: &dyn Db) -> Setup {
         "SELECT (SELECT MAX(version) FROM schema_version),
                 (SELECT value FROM settings WHERE key = 'bootstrap_admin'),
                 (SELECT value FROM settings WHERE key = 'demo_seed'),
-                (SELECT value FROM settings WHERE key = 'demo_password')",
+                (SELECT value FROM settings WHERE key = 'demo_password'),
+                (SELECT value FROM settings WHERE key = 'bootstrap_password')",
         &[],
     );
     match row {
@@ -127,6 +142,7 @@ pub fn setup(db: &dyn Db) -> Setup {
                 demo_seed: row.opt_text(2).ok().flatten(),
             },
             demo_password: row.opt_text(3).ok().flatten(),
+            bootstrap_password: row.opt_text(4).ok().flatten(),
         },
         _ => Setup::default(),
     }
@@ -140,7 +156,11 @@ pub fn migrate(db: &dyn Db, from: i64, now_s: i64) -> Result<(), DbError> {
             continue;
         }
         for sql in *statements {
-            db.exec(sql, &[])?;
+            match db.exec(sql, &[]) {
+                // `ADD COLUMN` has no `IF NOT EXISTS`: a racing request added it first.
+                Err(e) if sql.starts_with("ALTER TABLE") && e.0.contains("duplicate column name") => {}
+                other => other?,
+            }
         }
         db.exec(
             "INSERT OR IGNORE INTO schema_version (version, applied_at) VALUES (?, ?)",
@@ -181,7 +201,7 @@ mod tests {
         let rows = db.query("SELECT slug FROM tenants", &[]).unwrap();
         assert_eq!(rows.len(), 1);
         let versions = db.query("SELECT version, applied_at FROM schema_version", &[]).unwrap();
-        assert_eq!(versions.len(), 1, "one row per version");
+        assert_eq!(versions.len(), SCHEMA_VERSION as usize, "one row per version");
         assert_eq!(versions[0].int(1).unwrap(), 1_000, "the first application is kept");
     }
 

@@ -5,66 +5,155 @@
 //! is idempotent (`INSERT OR IGNORE` on natural keys, deterministic ids), so
 //! two requests racing through it leave the same state.
 //!
-//! The bootstrap admin is created once per configured email: an existing
-//! user with that email is made platform admin, and its password is never
-//! overwritten. Demo users that already exist keep their rows, but take the
-//! current `demo_password` when it changed: the `demo_password` marker holds
-//! a salted SHA-256 fingerprint of the password they have (never the
-//! password), so the argon2 re-hash runs once per change, not per request,
-//! and only for the seeded demo users (their own ids and emails), never for a
-//! bootstrap or any other account.
+//! The bootstrap admin is created once per configured email (an existing
+//! user with that email is made platform admin). Its password follows the
+//! variable: when `bootstrap_admin_password` changes, the next request gives
+//! the account the new password (unless its hash already verifies it) and
+//! ends its sessions. The `bootstrap_password` marker holds a salted SHA-256
+//! fingerprint of the configured password (never the password), so the
+//! argon2 check runs once per change, not per request.
+//!
+//! No demo password is published. With `demo_password` set (at least
+//! [`MIN_PASSWORD_LEN`] characters, else nothing is seeded), the demo users
+//! sign in with it; a change re-hashes them once (the `demo_password` marker
+//! is its fingerprint), and only the seeded demo users (their own ids and
+//! emails), never a bootstrap or any other account. Without it, seeding
+//! draws a random password for this database, gives it to the demo users
+//! (argon2 hashes only) and prints it once to stderr, the terminal of
+//! whoever started the app; and it seeds only for a request from loopback,
+//! so a server reachable from elsewhere never hands out demo accounts to
+//! the first visitor. A database whose demo users still have the password
+//! this app once published is given a random one the same way.
 
 use serde_json::json;
 
 use crate::access::Scope;
-use crate::auth::{hash_password, normalize_email};
-use crate::context::Ctx;
-use crate::db::{Db, DbError, Val};
-use crate::error::{ApiError, PlaygroundErrors};
+use crate::auth::{hash_password, normalize_email, revoke_all, verify_password, MIN_PASSWORD_LEN};
+use crate::context::{Ctx, Request};
+use crate::db::{transaction, Db, DbError, Val};
+use crate::error::ApiError;
+use crate::net;
 use crate::schema::{self, SCHEMA_VERSION};
 use crate::util::sha256_hex;
 
 /// Bumped when the demo world changes.
 pub const DEMO_SEED_VERSION: &str = "1";
+/// The demo password earlier versions published: demo users that still have
+/// it get a random one.
+pub const PUBLISHED_DEMO_PASSWORD: &str = "ratatoskr-demo";
+/// Characters of a generated demo password (5 bits each: 100 bits).
+pub const GENERATED_PASSWORD_CHARS: usize = 20;
+/// 32 symbols (a byte's low 5 bits pick one), none easily misread (no i, l, o, 1).
+const ALPHABET: &[u8; 32] = b"abcdefghjkmnpqrstuvwxyz023456789";
 
-pub fn ensure(ctx: &Ctx) -> Result<(), ApiError> {
+pub fn ensure(ctx: &Ctx, req: &Request) -> Result<(), ApiError> {
     let setup = schema::setup(ctx.db);
     let state = setup.state;
     if state.version < SCHEMA_VERSION {
         schema::migrate(ctx.db, state.version, ctx.now_s()).map_err(log("migrations"))?;
     }
     let cfg = ctx.config;
-    if !cfg.bootstrap_admin_email.is_empty()
-        && !cfg.bootstrap_admin_password.is_empty()
-        && state.bootstrap_admin.as_deref() != Some(cfg.bootstrap_admin_email.as_str())
-    {
-        bootstrap_admin(ctx).map_err(log("bootstrap admin"))?;
+    if !cfg.bootstrap_admin_email.is_empty() && !cfg.bootstrap_admin_password.is_empty() {
+        if state.bootstrap_admin.as_deref() != Some(cfg.bootstrap_admin_email.as_str()) {
+            bootstrap_admin(ctx).map_err(log("bootstrap admin"))?;
+        }
+        if !is_demo_password(setup.bootstrap_password.as_deref(), &cfg.bootstrap_admin_password) {
+            sync_bootstrap_password(ctx).map_err(log("bootstrap password"))?;
+        }
     }
     if !cfg.seed_demo_data {
         return Ok(());
     }
     let seeded = state.demo_seed.as_deref() == Some(DEMO_SEED_VERSION);
-    // An emptied demo_password after seeding changes nothing (sign-in needs a password anyway).
-    let password_current = is_demo_password(setup.demo_password.as_deref(), &cfg.demo_password)
-        || (seeded && cfg.demo_password.is_empty());
-    if seeded && password_current {
+    let marker = setup.demo_password.as_deref();
+    let unset = cfg.demo_password.is_empty();
+    let valid = cfg.demo_password.chars().count() >= MIN_PASSWORD_LEN && cfg.demo_password != PUBLISHED_DEMO_PASSWORD;
+    if !unset && !valid {
+        eprintln!(
+            "playground: demo_password ignored: it must have at least {MIN_PASSWORD_LEN} characters and not be \
+             the formerly published default; no demo data is seeded with it"
+        );
+    }
+    if unset || !valid {
+        // Keep whatever password the demo users have, unless it is the published one.
+        let published = marker.is_none() || is_demo_password(marker, PUBLISHED_DEMO_PASSWORD);
+        if seeded && !published {
+            return Ok(());
+        }
+        if !seeded && !unset {
+            return Ok(());
+        }
+        if !seeded && !net::is_loopback(net::client(req, &cfg.trusted_proxies)) {
+            eprintln!(
+                "playground: demo data NOT seeded: seed_demo_data is on without a demo_password and this request \
+                 did not come from loopback; open the app on 127.0.0.1 once, or set demo_password \
+                 (SPIN_VARIABLE_DEMO_PASSWORD, at least {MIN_PASSWORD_LEN} characters)"
+            );
+            return Ok(());
+        }
+        return seed_generated(ctx, state.bootstrap_admin.as_deref()).map_err(log("demo seed"));
+    }
+    if seeded && is_demo_password(marker, &cfg.demo_password) {
         return Ok(());
     }
-    if cfg.demo_password.is_empty() {
-        return Err(ApiError::misconfigured("seed_demo_data is on but demo_password is empty"));
-    }
+    let hash = hash_password(&cfg.demo_password, &ctx.random_bytes::<16>());
     // Demo users from an earlier run have the password of that run.
-    let earlier = if password_current { Vec::new() } else { seeded_demo_users(ctx).map_err(log("demo users"))? };
+    let earlier = if seeded { seeded_demo_users(ctx).map_err(log("demo users"))? } else { Vec::new() };
     if !seeded {
-        seed_demo(ctx).map_err(log("demo seed"))?;
+        seed_demo(ctx, &hash).map_err(log("demo seed"))?;
     }
-    if !password_current {
-        apply_demo_password(ctx, &earlier, state.bootstrap_admin.as_deref()).map_err(log("demo password"))?;
+    apply_demo_hash(ctx, &earlier, state.bootstrap_admin.as_deref(), &hash, &cfg.demo_password)
+        .map_err(log("demo password"))
+}
+
+/// A fresh random demo password: [`GENERATED_PASSWORD_CHARS`] symbols from
+/// the CSPRNG, in groups of five.
+pub fn generate_password(ctx: &Ctx) -> String {
+    let bytes = ctx.random_bytes::<GENERATED_PASSWORD_CHARS>();
+    let symbols: Vec<char> = bytes.iter().map(|b| ALPHABET[(b & 31) as usize] as char).collect();
+    symbols.chunks(5).map(|c| c.iter().collect::<String>()).collect::<Vec<_>>().join("-")
+}
+
+/// Seeds (or re-passwords) the demo users with a generated password. One
+/// transaction decides who does it, so racing first requests print one
+/// password, the one that works.
+fn seed_generated(ctx: &Ctx, bootstrap: Option<&str>) -> Result<(), DbError> {
+    let password = generate_password(ctx);
+    let hash = hash_password(&password, &ctx.random_bytes::<16>());
+    let done = transaction(ctx.db, || {
+        let setup = schema::setup(ctx.db);
+        let seeded = setup.state.demo_seed.as_deref() == Some(DEMO_SEED_VERSION);
+        let marker = setup.demo_password.as_deref();
+        if seeded && marker.is_some() && !is_demo_password(marker, PUBLISHED_DEMO_PASSWORD) {
+            return Ok(false);
+        }
+        let earlier = if seeded { seeded_demo_users(ctx)? } else { Vec::new() };
+        if !seeded {
+            seed_demo(ctx, &hash)?;
+        }
+        apply_demo_hash(ctx, &earlier, bootstrap, &hash, &password)?;
+        Ok(true)
+    })?;
+    if done {
+        #[cfg(test)]
+        GENERATED.with(|g| *g.borrow_mut() = Some(password.clone()));
+        let emails: Vec<&str> = demo_users().iter().map(|u| u.email).collect();
+        eprintln!(
+            "playground: demo data seeded. The demo users ({}) sign in with the password {password} \
+             (generated for this database and shown only now; set demo_password to choose one)",
+            emails.join(", ")
+        );
     }
     Ok(())
 }
 
-/// The `demo_password` marker for `password`: `<salt>:<sha256 hex of salt:password>`.
+#[cfg(test)]
+thread_local! {
+    /// The password this thread's last seeding generated (what stderr showed).
+    pub static GENERATED: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A password's marker: `<salt>:<sha256 hex of salt:password>`.
 pub fn demo_password_marker(password: &str, salt: &str) -> String {
     format!("{salt}:{}", sha256_hex(&format!("{salt}:{password}")))
 }
@@ -92,23 +181,27 @@ fn seeded_demo_users(ctx: &Ctx) -> Result<Vec<&'static str>, DbError> {
     Ok(found)
 }
 
-/// Gives `users` (seeded demo users) the current demo password, then records
-/// its fingerprint. A bootstrap admin's email (configured now, or `earlier`)
-/// is never touched, even if it is a demo email.
-fn apply_demo_password(ctx: &Ctx, users: &[&'static str], bootstrap: Option<&str>) -> Result<(), DbError> {
-    let cfg = ctx.config;
+/// Gives `users` (seeded demo users) `hash` (of `password`), then records the
+/// password's fingerprint. A bootstrap admin's email (configured now, or
+/// `bootstrap` earlier) is never touched, even if it is a demo email.
+fn apply_demo_hash(
+    ctx: &Ctx,
+    users: &[&'static str],
+    bootstrap: Option<&str>,
+    hash: &str,
+    password: &str,
+) -> Result<(), DbError> {
     for u in demo_users().iter().filter(|u| users.contains(&u.id)) {
         let email = normalize_email(u.email);
-        if email == cfg.bootstrap_admin_email || Some(email.as_str()) == bootstrap {
+        if email == ctx.config.bootstrap_admin_email || Some(email.as_str()) == bootstrap {
             continue;
         }
-        let hash = hash_password(&cfg.demo_password, &ctx.random_bytes::<16>());
         ctx.db.exec(
             "UPDATE users SET password_hash = ? WHERE id = ? AND email = ?",
             &[hash.into(), u.id.into(), email.into()],
         )?;
     }
-    schema::set_marker(ctx.db, "demo_password", &demo_password_marker(&cfg.demo_password, &ctx.random_hex::<8>()))
+    schema::set_marker(ctx.db, "demo_password", &demo_password_marker(password, &ctx.random_hex::<8>()))
 }
 
 fn log(what: &'static str) -> impl Fn(DbError) -> ApiError {
@@ -120,16 +213,21 @@ fn log(what: &'static str) -> impl Fn(DbError) -> ApiError {
 }
 
 /// Inserts a user unless the email exists; returns the email's user id.
-fn upsert_user(ctx: &Ctx, id: &str, email: &str, password: &str, platform_admin: bool) -> Result<String, DbError> {
+fn upsert_user(
+    ctx: &Ctx,
+    id: &str,
+    email: &str,
+    hash: &dyn Fn() -> String,
+    platform_admin: bool,
+) -> Result<String, DbError> {
     let email = normalize_email(email);
     let existing = ctx.db.one("SELECT id FROM users WHERE email = ?", &[email.as_str().into()])?;
     if let Some(row) = existing {
         return row.text(0);
     }
-    let hash = hash_password(password, &ctx.random_bytes::<16>());
     ctx.db.exec(
         "INSERT OR IGNORE INTO users (id, email, platform_admin, password_hash, created_at) VALUES (?, ?, ?, ?, ?)",
-        &[id.into(), email.as_str().into(), platform_admin.into(), hash.into(), Val::Int(ctx.now_s())],
+        &[id.into(), email.as_str().into(), platform_admin.into(), hash().into(), Val::Int(ctx.now_s())],
     )?;
     // A racing request may have won with another id: the email decides.
     ctx.db
@@ -141,9 +239,34 @@ fn upsert_user(ctx: &Ctx, id: &str, email: &str, password: &str, platform_admin:
 fn bootstrap_admin(ctx: &Ctx) -> Result<(), DbError> {
     let email = ctx.config.bootstrap_admin_email.clone();
     let id = format!("usr_{}", ctx.random_hex::<8>());
-    let id = upsert_user(ctx, &id, &email, &ctx.config.bootstrap_admin_password, true)?;
+    let hash = || hash_password(&ctx.config.bootstrap_admin_password, &ctx.random_bytes::<16>());
+    let id = upsert_user(ctx, &id, &email, &hash, true)?;
     ctx.db.exec("UPDATE users SET platform_admin = 1 WHERE id = ?", &[id.into()])?;
     schema::set_marker(ctx.db, "bootstrap_admin", &email)
+}
+
+/// The configured bootstrap password changed (or was never recorded): the
+/// account takes it unless its hash already verifies it, and a change ends
+/// every session the account has.
+fn sync_bootstrap_password(ctx: &Ctx) -> Result<(), DbError> {
+    let cfg = ctx.config;
+    let row = ctx
+        .db
+        .one("SELECT id, password_hash FROM users WHERE email = ?", &[cfg.bootstrap_admin_email.as_str().into()])?;
+    if let Some(row) = row {
+        let id = row.text(0)?;
+        if !verify_password(&cfg.bootstrap_admin_password, &row.text(1)?) {
+            let hash = hash_password(&cfg.bootstrap_admin_password, &ctx.random_bytes::<16>());
+            ctx.db.exec("UPDATE users SET password_hash = ? WHERE id = ?", &[hash.into(), id.as_str().into()])?;
+            let ended = revoke_all(ctx.db, &id, None)?;
+            eprintln!(
+                "playground: the bootstrap admin now signs in with the configured bootstrap_admin_password \
+                 ({ended} session(s) signed out)"
+            );
+        }
+    }
+    let marker = demo_password_marker(&cfg.bootstrap_admin_password, &ctx.random_hex::<8>());
+    schema::set_marker(ctx.db, "bootstrap_password", &marker)
 }
 
 /// The demo tenants: (id, slug, playground_enabled, eu_region_routing).
@@ -181,7 +304,7 @@ pub const DEMO_GATEWAYS: &[DemoGateway] = &[
     gateway("gw_frozen_main", "ten_frozen", "main", "brave", Some("demo-brave-key-frozen")),
 ];
 
-/// One demo user; all sign in with `demo_password`.
+/// One demo user; all sign in with the demo password (see the module docs).
 pub struct DemoUser {
     pub id: &'static str,
     pub email: &'static str,
@@ -232,7 +355,7 @@ fn step_name(i: usize, total: usize) -> &'static str {
     }
 }
 
-fn seed_demo(ctx: &Ctx) -> Result<(), DbError> {
+fn seed_demo(ctx: &Ctx, hash: &str) -> Result<(), DbError> {
     let db: &dyn Db = ctx.db;
     for (id, slug, playground, eu) in DEMO_TENANTS {
         db.exec(
@@ -248,7 +371,7 @@ fn seed_demo(ctx: &Ctx) -> Result<(), DbError> {
         )?;
     }
     for u in demo_users() {
-        let user_id = upsert_user(ctx, u.id, u.email, &ctx.config.demo_password, u.platform_admin)?;
+        let user_id = upsert_user(ctx, u.id, u.email, &|| hash.to_string(), u.platform_admin)?;
         if let Some((tenant, role, scope)) = u.membership {
             db.exec(
                 "INSERT OR IGNORE INTO memberships (user_id, tenant_id, role, gateway_scope) VALUES (?, ?, ?, ?)",
