@@ -19,8 +19,18 @@ use crate::search::MAX_PROVIDER_BODY;
 use crate::{api, traces};
 use gateway_ledger::SpinDb;
 
-/// Request headers the API looks at; nothing else is copied.
-const HEADERS: &[&str] = &["authorization", "cookie", "content-type", "origin", "spin-full-url", "spin-client-addr"];
+/// Request headers the API looks at; nothing else is copied. The forwarded
+/// ones count only from a peer in `trusted_proxies` (see `net`).
+const HEADERS: &[&str] = &[
+    "authorization",
+    "cookie",
+    "content-type",
+    "origin",
+    "spin-full-url",
+    "spin-client-addr",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+];
 
 #[http_component]
 fn handle(req: IncomingRequest, out: ResponseOutparam) {
@@ -168,6 +178,10 @@ fn proxy_inference(req: &IncomingRequest, out: ResponseOutparam, target: &infere
         Ok(upstream) => upstream,
         Err(failure) => return send_error(out, &inference::unreachable(failure == TransportFailure::Timeout)),
     };
+    // Never HTML (or anything else a browser might render) on the console's origin.
+    if let Err(e) = inference::check_content_type(&upstream.header("content-type"), upstream.status) {
+        return send_error(out, &e);
+    }
     let mut list = vec![("cache-control".to_string(), b"no-store".to_vec())];
     list.push(("x-content-type-options".to_string(), b"nosniff".to_vec()));
     for name in inference::FORWARDED_RESPONSE_HEADERS {
