@@ -30,6 +30,56 @@ enum Outcome {
     Timeout,
     /// Head and part of the body, then silence, then the end.
     Stall,
+    /// As `Success`, every key (the received bearer's too) written with JSON
+    /// escapes in this form; the turn's `text` and `thinking` deltas also
+    /// carry each key split across two deltas.
+    Escaped(Escape),
+}
+
+/// How a key is hidden behind JSON escapes, which any JSON reader decodes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Escape {
+    /// `\u0061\u0064…`
+    All,
+    /// `\u0061dm…`
+    First,
+    /// `…12\u0033`
+    Last,
+}
+
+impl Escape {
+    fn apply(self, key: &str) -> String {
+        let esc = |c: char| format!("\\u{:04x}", c as u32);
+        let n = key.len() - 1;
+        match self {
+            Escape::All => key.chars().map(esc).collect(),
+            Escape::First => format!("{}{}", esc(key.as_bytes()[0] as char), &key[1..]),
+            Escape::Last => format!("{}{}", &key[..n], esc(key.as_bytes()[n] as char)),
+        }
+    }
+}
+
+/// The `Success` answer with every key escaped, and split across the turn's deltas.
+fn escaped_body(path: &str, leak: &str, keys: &(String, String), escape: Escape) -> (u16, &'static str, String) {
+    let placeholders = ("@@ADMIN@@".to_string(), "@@CONSUMER@@".to_string());
+    let mut marked = leak.to_string();
+    for (key, mark) in [(&keys.0, &placeholders.0), (&keys.1, &placeholders.1)] {
+        if !key.is_empty() {
+            marked = marked.replace(key.as_str(), mark);
+        }
+    }
+    let (status, content_type, mut body) = success_body(path, &marked, &placeholders);
+    if path.ends_with("/turns") {
+        let (admin, consumer) = keys;
+        let split = |name: &str, key: &str| {
+            let cut = key.len() / 3;
+            format!("event: {name}\ndata: {{\"delta\":\"key {}\"}}\n\nevent: {name}\ndata: {{\"delta\":\"{} end\"}}\n\n", &key[..cut], &key[cut..])
+        };
+        let deltas = format!("{}{}{}", split("text", admin), split("thinking", consumer), split("text", consumer));
+        body = body.replacen("event: done", &format!("{deltas}event: done"), 1);
+    }
+    body = body.replace(&placeholders.0, &escape.apply(&keys.0)).replace(&placeholders.1, &escape.apply(&keys.1));
+    (status, content_type, body)
 }
 
 /// What the mock puts in its answers: the bearer it received and both keys.
@@ -122,6 +172,10 @@ async fn answer(outcome: Outcome, r: RecordedRequest, keys: (String, String)) ->
             let (status, content_type, body) = success_body(&path, &leak, &keys);
             respond(status, content_type, body)
         }
+        Outcome::Escaped(escape) => {
+            let (status, content_type, body) = escaped_body(&path, &leak, &keys, escape);
+            respond(status, content_type, body)
+        }
         Outcome::Stall => {
             let content_type = if is_stream(&path) { "text/event-stream" } else { "application/json" };
             let (sender, response) = streaming(200, content_type);
@@ -176,7 +230,7 @@ const ROUTES: &[(&str, &str, &str, Option<&str>)] = &[
 async fn transcript(app: &TestApp, (method, path, body, last_event_id): (&str, &str, &str, Option<&str>)) -> String {
     let method = http::Method::from_bytes(method.as_bytes()).unwrap();
     let mut request = client().request(method.clone(), app.url(path));
-    if !body.is_empty() {
+    if !body.is_empty() || method == http::Method::POST {
         request = request.header("content-type", "application/json").body(body.to_string());
     }
     if let Some(id) = last_event_id {
@@ -187,6 +241,7 @@ async fn transcript(app: &TestApp, (method, path, body, last_event_id): (&str, &
     for (name, value) in response.headers() {
         text.push_str(&format!("{name}: {}\n", String::from_utf8_lossy(value.as_bytes())));
     }
+    text.push('\n');
     let mut stream = response.bytes_stream();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
     while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, stream.next()).await {
@@ -195,12 +250,45 @@ async fn transcript(app: &TestApp, (method, path, body, last_event_id): (&str, &
     text
 }
 
-/// Runs every route once, concurrently; asserts no transcript holds a key.
+/// What a page makes of a transcript's body: the JSON body decoded, every
+/// event's data decoded, and each event kind's `delta`s joined, as the
+/// console joins a turn's text.
+fn decoded(text: &str) -> String {
+    let body = text.split_once("\n\n").map_or("", |(_, body)| body);
+    let mut views = Vec::new();
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(body) {
+        views.push(v.to_string());
+    }
+    let mut joined: std::collections::BTreeMap<String, String> = Default::default();
+    for block in body.split("\n\n") {
+        let mut name = "message".to_string();
+        let mut data = Vec::new();
+        for line in block.lines() {
+            if let Some(n) = line.strip_prefix("event: ") {
+                name = n.to_string();
+            } else if let Some(d) = line.strip_prefix("data: ") {
+                data.push(d);
+            }
+        }
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&data.join("\n")) else { continue };
+        if let Some(delta) = v.get("delta").and_then(|d| d.as_str()) {
+            joined.entry(name).or_default().push_str(delta);
+        }
+        views.push(v.to_string());
+    }
+    views.extend(joined.into_values());
+    views.join("\n")
+}
+
+/// Runs every route once, concurrently; asserts no transcript holds a key,
+/// in its bytes or in what a page decodes and joins from them.
 async fn run_all_routes(app: &TestApp, keys: &Keys, label: &str) -> Vec<String> {
     let transcripts = futures::future::join_all(ROUTES.iter().map(|route| transcript(app, *route))).await;
     for text in &transcripts {
+        let decoded = decoded(text);
         for key in keys.all() {
             assert!(!text.contains(key), "[{label}] a key left the server:\n{text}");
+            assert!(!decoded.contains(key), "[{label}] a key left the server escaped or split:\n{text}\n{decoded}");
         }
     }
     transcripts
@@ -261,6 +349,32 @@ async fn inv_admin_key_success_answers_are_redacted() {
             continue; // answered with our own `{}`, not the upstream's body
         }
         assert!(text.contains("[redacted]"), "{route:?}:\n{text}");
+    }
+    assert_keys_were_used(&mock, &keys);
+    assert_log_clean(&app, &keys).await;
+}
+
+/// An upstream that echoes the keys with JSON escapes (all, the first or the
+/// last character) and splits them across a turn's deltas: on every route
+/// and stream the page decodes `[redacted]`, never a key.
+#[tokio::test(flavor = "multi_thread")]
+async fn inv_admin_key_escaped_and_split_keys_are_redacted_in_what_the_page_decodes() {
+    let keys = Keys::random();
+    let outcome = Arc::new(Mutex::new(Outcome::Success));
+    let mock = canary_mock(&keys, outcome.clone()).await;
+    let app = app_with(&keys, &mock).await;
+    for escape in [Escape::All, Escape::First, Escape::Last] {
+        *outcome.lock().unwrap() = Outcome::Escaped(escape);
+        let transcripts = run_all_routes(&app, &keys, &format!("{escape:?}")).await;
+        for (route, text) in ROUTES.iter().zip(&transcripts).take(10) {
+            if route.1.ends_with("/cancel") {
+                continue;
+            }
+            assert!(decoded(text).contains("[redacted]"), "{escape:?} {route:?}:\n{text}");
+        }
+        let turn = &transcripts[2];
+        let joined = decoded(turn);
+        assert!(joined.contains("key [redacted] end"), "the split keys are redacted whole:\n{joined}");
     }
     assert_keys_were_used(&mock, &keys);
     assert_log_clean(&app, &keys).await;
