@@ -19,5 +19,31 @@ fi
 # The Playground's demo world (README), so every role can be tried at once.
 export SPIN_VARIABLE_SEED_DEMO_DATA="${SPIN_VARIABLE_SEED_DEMO_DATA:-true}"
 
+# Without a demo_password of yours, the demo users get a random password that
+# is printed once below; a bind beyond loopback does not seed at all then, so
+# the first visitor from the network never finds demo accounts waiting.
+listen="" own_demo_password="${SPIN_VARIABLE_DEMO_PASSWORD:-}"
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+    case "${args[i]}" in
+        --listen) listen="${args[i + 1]:-}" ;;
+        --listen=*) listen="${args[i]#--listen=}" ;;
+        --variable) [[ "${args[i + 1]:-}" == demo_password=?* ]] && own_demo_password=set ;;
+        --variable=demo_password=?*) own_demo_password=set ;;
+    esac
+done
+is_loopback_listen() {
+    local host="${1%:*}"
+    case "$host" in
+        "" | localhost | 127.* | "[::1]" | ::1) return 0 ;;
+        *) return 1 ;;
+    esac
+}
+if [[ -n "$listen" ]] && ! is_loopback_listen "$listen" && [[ -z "$own_demo_password" ]] &&
+    [[ "${SPIN_VARIABLE_SEED_DEMO_DATA,,}" =~ ^(true|1|yes|on)$ ]]; then
+    export SPIN_VARIABLE_SEED_DEMO_DATA=false
+    log "demo data NOT seeded: --listen $listen reaches beyond loopback and no demo password is set; set SPIN_VARIABLE_DEMO_PASSWORD (12+ characters) to seed demo users that sign in with it"
+fi
+
 log "serving (Ctrl-C to stop)"
 exec cargo run --profile host -p ratatoskr-host -- up --runtime-config-file runtime-config.toml "$@"
