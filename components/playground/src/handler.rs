@@ -34,6 +34,9 @@ const HEADERS: &[&str] = &[
 
 #[http_component]
 fn handle(req: IncomingRequest, out: ResponseOutparam) {
+    if !guest_http::host_allowed(&req) {
+        return guest_http::send_host_not_allowed(out);
+    }
     let (path, query) = guest_http::path_and_query(&req);
     if let Some(target) = inference::route(&req.method().to_string(), &path) {
         return match target {
