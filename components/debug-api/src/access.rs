@@ -17,9 +17,11 @@ use serde_json::Value;
 use crate::core::{Call, Method};
 use crate::error;
 
-/// The Playground's own answer to "who is this session?".
+/// The Playground's own answer to "who is this session?" (`GET
+/// /admin/v1/auth/me`). Spin routes a chained request as `/...`, so the
+/// Playground's route-relative path is the whole path here.
 const ME_AUTHORITY: &str = "playground.spin.internal";
-const ME_PATH: &str = "/admin/v1/auth/me";
+const ME_PATH: &str = "/auth/me";
 const ME_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_ME_BODY: usize = 64 * 1024;
 
@@ -190,7 +192,7 @@ mod tests {
             (call.method, call.https, call.authority.as_str()),
             (Method::Get, false, "playground.spin.internal")
         );
-        assert_eq!(call.path_and_query, "/admin/v1/auth/me");
+        assert_eq!(call.path_and_query, "/auth/me");
         let names: Vec<&str> = call.headers.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["accept", "cookie", "authorization"]);
         assert_eq!(call.body, None);
