@@ -93,9 +93,10 @@ async fn a_rebinding_host_is_refused_by_every_component_before_anything_else() {
     stream.write_all(b"GET /api/config HTTP/1.0\r\n\r\n").await.unwrap();
     let mut raw = String::new();
     stream.read_to_string(&mut raw).await.unwrap();
-    // The server itself refuses it before any component (400), or a component does (421).
+    // The server refuses it before any component (the repo's host: 400; Spin
+    // 4.0.2 closes the connection), or a component does (421).
     let status = raw.split(' ').nth(1).unwrap_or_default();
-    assert!(status == "400" || status == "421", "{raw}");
+    assert!(["400", "421", ""].contains(&status), "{raw}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
