@@ -69,10 +69,10 @@ pub fn ensure(ctx: &Ctx, req: &Request) -> Result<(), ApiError> {
     let unset = cfg.demo_password.is_empty();
     let valid = cfg.demo_password.chars().count() >= MIN_PASSWORD_LEN && cfg.demo_password != PUBLISHED_DEMO_PASSWORD;
     if !unset && !valid {
-        eprintln!(
+        say(format!(
             "playground: demo_password ignored: it must have at least {MIN_PASSWORD_LEN} characters and not be \
              the formerly published default; no demo data is seeded with it"
-        );
+        ));
     }
     if unset || !valid {
         // Keep whatever password the demo users have, unless it is the published one.
@@ -84,11 +84,11 @@ pub fn ensure(ctx: &Ctx, req: &Request) -> Result<(), ApiError> {
             return Ok(());
         }
         if !seeded && !net::is_loopback(net::client(req, &cfg.trusted_proxies)) {
-            eprintln!(
+            say(format!(
                 "playground: demo data NOT seeded: seed_demo_data is on without a demo_password and this request \
                  did not come from loopback; open the app on 127.0.0.1 once, or set demo_password \
                  (SPIN_VARIABLE_DEMO_PASSWORD, at least {MIN_PASSWORD_LEN} characters)"
-            );
+            ));
             return Ok(());
         }
         return seed_generated(ctx, state.bootstrap_admin.as_deref()).map_err(log("demo seed"));
@@ -138,11 +138,11 @@ fn seed_generated(ctx: &Ctx, bootstrap: Option<&str>) -> Result<(), DbError> {
         #[cfg(test)]
         GENERATED.with(|g| *g.borrow_mut() = Some(password.clone()));
         let emails: Vec<&str> = demo_users().iter().map(|u| u.email).collect();
-        eprintln!(
+        say(format!(
             "playground: demo data seeded. The demo users ({}) sign in with the password {password} \
              (generated for this database and shown only now; set demo_password to choose one)",
             emails.join(", ")
-        );
+        ));
     }
     Ok(())
 }
@@ -207,7 +207,7 @@ fn apply_demo_hash(
 fn log(what: &'static str) -> impl Fn(DbError) -> ApiError {
     move |e| {
         // SQLite's message names tables and constraints, never bound values.
-        eprintln!("playground: {what} failed: {}", e.0);
+        say(format!("playground: {what} failed: {}", e.0));
         e.into()
     }
 }
@@ -259,10 +259,10 @@ fn sync_bootstrap_password(ctx: &Ctx) -> Result<(), DbError> {
             let hash = hash_password(&cfg.bootstrap_admin_password, &ctx.random_bytes::<16>());
             ctx.db.exec("UPDATE users SET password_hash = ? WHERE id = ?", &[hash.into(), id.as_str().into()])?;
             let ended = revoke_all(ctx.db, &id, None)?;
-            eprintln!(
+            say(format!(
                 "playground: the bootstrap admin now signs in with the configured bootstrap_admin_password \
                  ({ended} session(s) signed out)"
-            );
+            ));
         }
     }
     let marker = demo_password_marker(&cfg.bootstrap_admin_password, &ctx.random_hex::<8>());
@@ -427,4 +427,9 @@ fn seed_demo(ctx: &Ctx, hash: &str) -> Result<(), DbError> {
         }
     }
     schema::set_marker(db, "demo_seed", DEMO_SEED_VERSION)
+}
+
+/// One line to stderr in one write, so the host's log never splits it.
+fn say(line: String) {
+    eprint!("{}", line + "\n");
 }
