@@ -285,7 +285,7 @@ async fn login_me_logout_with_a_strict_http_only_cookie() {
     let answer = p.login_raw("admin@acme.test", DEMO_PASSWORD).await;
     answer.assert(200, "");
     let cookie = answer.header("set-cookie").unwrap();
-    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/admin", "Max-Age=43200"] {
+    for attribute in ["HttpOnly", "SameSite=Strict", "; Path=/;", "Max-Age=43200"] {
         assert!(cookie.contains(attribute), "{cookie}");
     }
     assert!(!cookie.contains("Secure"), "served over plain http: {cookie}");
@@ -454,7 +454,8 @@ async fn impersonation_is_short_recorded_and_cannot_mint() {
     }
     p.app.host().clock().advance(Duration::from_secs(1800));
     p.get("/auth/me", Some(&imp)).await.assert(401, "session_expired");
-    p.get("/auth/me", Some(&admin)).await.assert(200, "");
+    // The session that started it ends with it: the browser's cookie held only the impersonation.
+    p.get("/auth/me", Some(&admin)).await.assert(401, "session_expired");
 }
 
 // ---- the role matrix ------------------------------------------------------------------------
@@ -538,8 +539,11 @@ async fn role_matrix_every_caller_times_every_route() {
     for who in [Platform, TenantAdmin, ScopedAdmin, Member, Viewer, OtherTenantAdmin, Impersonated, Anonymous] {
         let token = session_for(&p, who, &platform).await;
         for route in ROUTES {
-            // Logout ends the session it is given: give it one of its own.
-            let token = if route == "logout" { session_for(&p, who, &platform).await } else { token.clone() };
+            // Logout ends the session it is given (and an impersonation's parent): give it its own.
+            let token = match route {
+                "logout" => session_for(&p, who, &p.login("platform@demo.test").await).await,
+                _ => token.clone(),
+            };
             let answer = call(&p, route, token.as_deref(), &format!("{who:?}@matrix.test")).await;
             let (status, code) = expected(who, route);
             assert_eq!(
@@ -1288,6 +1292,47 @@ async fn the_inference_pass_through_relays_an_answer_that_came_before_the_body_w
     let r = inference_via_playground(&p, chat_request("hi")).await;
     r.assert(401, "");
     assert_eq!(r.json()["error"]["code"], "invalid_token");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_inference_pass_through_never_relays_html_or_an_untyped_answer() {
+    for (head, upstream_status) in [
+        ("HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8", 200),
+        ("HTTP/1.1 200 OK", 200),
+        ("HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/html", 503),
+    ] {
+        let page = "<script>alert(document.cookie)</script>";
+        let answer = format!("{head}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}", page.len());
+        let (addr, _) = early_answerer(answer).await;
+        let p = Playground::start_with("inference-html", |mut o| {
+            o = o
+                .variable("inference_base_url", "http://inference.test")
+                .variable("inference_origin", "http://inference.test");
+            o.redirects.insert("inference.test:80".into(), addr);
+            o
+        })
+        .await;
+        let r = inference_via_playground(&p, chat_request("hi")).await;
+        r.assert(502, "upstream_content_type");
+        assert_eq!(r.json()["status"], upstream_status, "{head}");
+        assert!(!r.body.contains("<script>"), "{}", r.body);
+        assert!(r.header("content-type").unwrap().starts_with("application/json"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_demo_password_the_demo_users_get_a_random_one_shown_once_in_the_log() {
+    // spin.toml's default: no demo password. Our requests come from loopback.
+    let p = Playground::start_with("generated", |o| o.variable("demo_password", "")).await;
+    p.login_raw("platform@demo.test", "ratatoskr-demo").await.assert(401, "invalid_credentials");
+    let log = p.app.log();
+    let shown: Vec<&str> = log.match_indices("sign in with the password ").map(|(i, m)| &log[i + m.len()..]).collect();
+    assert_eq!(shown.len(), 1, "shown once: {log}");
+    let password = shown[0].split_whitespace().next().unwrap().to_string();
+    assert!(password.len() >= 20, "{password}");
+    p.login_raw("platform@demo.test", &password).await.assert(200, "");
+    p.login_raw("viewer@acme.test", &password).await.assert(200, "");
+    assert!(!p.app.log()[log.len()..].contains(&password), "never again");
 }
 
 // ---- the demo password (issue 13 point 4) -------------------------------------------------------

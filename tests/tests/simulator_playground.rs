@@ -349,6 +349,8 @@ impl World {
     fn expire_tokens(&self) {
         if Runtime::selected() == Runtime::Host {
             self.app.host().clock().advance(Duration::from_secs(1801));
+            // The admin sessions were in use meanwhile (no idle timeout).
+            self.app.sql("default", "UPDATE admin_sessions SET last_seen = COALESCE(last_seen, created_at) + 1801");
         } else {
             self.app.sql("default", "UPDATE gateway_tokens SET expires_at = created_at - 1");
         }
