@@ -73,7 +73,11 @@ fn escaped_body(path: &str, leak: &str, keys: &(String, String), escape: Escape)
         let (admin, consumer) = keys;
         let split = |name: &str, key: &str| {
             let cut = key.len() / 3;
-            format!("event: {name}\ndata: {{\"delta\":\"key {}\"}}\n\nevent: {name}\ndata: {{\"delta\":\"{} end\"}}\n\n", &key[..cut], &key[cut..])
+            format!(
+                "event: {name}\ndata: {{\"delta\":\"key {}\"}}\n\nevent: {name}\ndata: {{\"delta\":\"{} end\"}}\n\n",
+                &key[..cut],
+                &key[cut..]
+            )
         };
         let deltas = format!("{}{}{}", split("text", admin), split("thinking", consumer), split("text", consumer));
         body = body.replacen("event: done", &format!("{deltas}event: done"), 1);

@@ -10,6 +10,10 @@
 //!    can), three rounds alternating with the direct read.
 //! 3. Memory: host RSS growth per open admin stream, 200 streams held open.
 //!
+//! `-- versus <spin.toml> [rounds]`: only (2), this app against another copy
+//! (e.g. one whose debug_api.wasm is built at an older commit), the two and
+//! the direct read alternating in every round, with the ratio new / baseline.
+//!
 //! Each latency run also reports the hypervisor's steal during it: on a shared
 //! VM that, not the proxy, is what moves a p99 by milliseconds.
 //!
@@ -170,20 +174,62 @@ async fn throughput(url: &str, admin: bool, script: &Arc<Mutex<Script>>, n: u64)
     n as f64 / started.elapsed().as_secs_f64()
 }
 
+async fn start_app(manifest: std::path::PathBuf, mock: &MockUpstream) -> TestApp {
+    TestApp::start(
+        TestAppOptions::new(manifest)
+            .variable("upstream_url", "http://upstream.test")
+            .variable("upstream_origin", "http://upstream.test")
+            .variable("admin_key", ADMIN_KEY)
+            .redirect("upstream.test:80", mock),
+    )
+    .await
+    .unwrap()
+}
+
+/// Throughput of this app against a baseline copy, alternating in each round.
+async fn versus(
+    baseline: &str,
+    rounds: usize,
+    direct: &str,
+    proxied: &str,
+    script: &Arc<Mutex<Script>>,
+    mock: &MockUpstream,
+) {
+    let other = start_app(baseline.into(), mock).await;
+    let base = other.url("/api/admin/events?session_id=s_bench");
+    latency(&base, false, script, 200).await;
+    let flood = 200_000;
+    println!("### Sustained throughput, this build against {baseline} ({flood} events per reading)\n");
+    println!("| round | direct events/s | this build events/s | baseline events/s | this / baseline |\n|---|---|---|---|---|");
+    let mut ratios = Vec::new();
+    for round in 1..=rounds {
+        let direct_rate = throughput(direct, true, script, flood).await;
+        // The order of the two builds alternates too.
+        let (new_rate, base_rate) = if round % 2 == 1 {
+            let n = throughput(proxied, false, script, flood).await;
+            (n, throughput(&base, false, script, flood).await)
+        } else {
+            let b = throughput(&base, false, script, flood).await;
+            (throughput(proxied, false, script, flood).await, b)
+        };
+        ratios.push(new_rate / base_rate);
+        println!("| {round} | {direct_rate:.0} | {new_rate:.0} | {base_rate:.0} | {:.3} |", new_rate / base_rate);
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "\n- this / baseline: median {:.3}, min {:.3}, max {:.3}\n",
+        ratios[ratios.len() / 2],
+        ratios[0],
+        ratios[ratios.len() - 1]
+    );
+}
+
 #[tokio::main]
 async fn main() {
     require_wasm("debug_api.wasm");
     let script = Arc::new(Mutex::new(Script::Quiet));
     let mock = upstream(script.clone()).await;
-    let app = TestApp::start(
-        TestAppOptions::new(repo_root().join("spin.toml"))
-            .variable("upstream_url", "http://upstream.test")
-            .variable("upstream_origin", "http://upstream.test")
-            .variable("admin_key", ADMIN_KEY)
-            .redirect("upstream.test:80", &mock),
-    )
-    .await
-    .unwrap();
+    let app = start_app(repo_root().join("spin.toml"), &mock).await;
     let direct = format!("http://{}/v1/admin/events", mock.addr);
     let proxied = app.url("/api/admin/events?session_id=s_bench");
 
@@ -200,6 +246,10 @@ async fn main() {
         let stolen = steal_since(stolen_before);
         println!("proxied at 1,000 events/s: p50 {} ms, p99 {} ms ({n} events), steal {stolen} ms", ms(p50), ms(p99));
         return;
+    }
+    if let (Some("versus"), Some(baseline)) = (args.get(1).map(String::as_str), args.get(2)) {
+        let rounds = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(7);
+        return versus(baseline, rounds, &direct, &proxied, &script, &mock).await;
     }
     if args.get(1).map(String::as_str) == Some("profile") {
         let n = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(1_000_000);
