@@ -113,7 +113,7 @@ impl RawResponse {
 /// Sends `GET <target> HTTP/1.1` byte for byte, so no client library normalises the path.
 async fn raw_get(app: &TestApp, target: &str) -> RawResponse {
     let mut stream = tokio::net::TcpStream::connect(app.addr).await.unwrap();
-    let request = format!("GET {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    let request = format!("GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut bytes = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes))
@@ -203,7 +203,7 @@ const EXTRA_ATTACKS: &[&str] = &[
 
 /// Request targets sent in absolute-form: the path inside is just as untrusted.
 const ABSOLUTE_FORM_ATTACKS: &[&str] =
-    &["http://t/../spin.toml", "http://t/%2e%2e/Cargo.toml", "http://t/..%2fspin.toml"];
+    &["http://localhost/../spin.toml", "http://localhost/%2e%2e/Cargo.toml", "http://localhost/..%2fspin.toml"];
 
 fn assert_refused(target: &str, response: &RawResponse) {
     let body = String::from_utf8_lossy(&response.body);
@@ -697,7 +697,7 @@ async fn a_small_body_leaves_with_its_head_on_a_keep_alive_connection() {
     stream.set_nodelay(true).unwrap();
     let mut gaps = Vec::new();
     for _ in 0..21 {
-        let request = "GET / HTTP/1.1\r\nHost: t\r\nAccept-Encoding: br\r\n\r\n";
+        let request = "GET / HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: br\r\n\r\n";
         stream.write_all(request.as_bytes()).await.unwrap();
         let mut bytes = Vec::new();
         let mut first_byte_at = None;

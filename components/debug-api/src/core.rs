@@ -250,27 +250,27 @@ pub fn plan(
     })
 }
 
-/// Every write (a POST) must come from the console's own page. A browser
-/// sends `Origin` with every POST: one naming another host is refused. A
-/// write without `Origin` must be JSON, which a cross-site form cannot send
-/// (the routes with a body read it as JSON anyway; the bodiless cancel
-/// checks it here). The Origin's scheme is not compared: behind a
-/// TLS-terminating proxy the page is https while this hop is http.
+/// Every write (a POST) must be JSON or come from the console's own origin.
+/// A cross-site page can send neither: a form cannot set the JSON type, and a
+/// script that sets it needs a CORS preflight, which these routes never
+/// grant. So a JSON write passes whatever its `Origin` (a reverse proxy may
+/// rewrite `Host`, e.g. nginx's default `proxy_pass`); any other write passes
+/// only with an `Origin` naming this `Host` (the scheme is not compared:
+/// behind a TLS-terminating proxy the page is https while this hop is http).
 fn same_site_write(head: &Head<'_>) -> Result<(), ApiError> {
-    let rejected =
-        || ApiError::new(403, "cross_origin_rejected", "writes are accepted from the console's own origin only");
-    match head.origin {
-        Some(origin) => {
-            let authority = origin.split_once("://").map(|(_, a)| a.to_ascii_lowercase());
-            let host = head.host.map(|h| h.trim().to_ascii_lowercase());
-            if authority.is_none() || authority != host {
-                return Err(rejected());
-            }
-            Ok(())
-        }
-        None if head.content_type.is_some_and(guest_http::headers::is_json) => Ok(()),
-        None => Err(ApiError::unsupported_media_type()),
+    if head.content_type.is_some_and(guest_http::headers::is_json) {
+        return Ok(());
     }
+    let Some(origin) = head.origin else { return Err(ApiError::unsupported_media_type()) };
+    let authority = origin.split_once("://").map(|(_, a)| a.to_ascii_lowercase());
+    if authority.is_some() && authority == head.host.map(|h| h.trim().to_ascii_lowercase()) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        403,
+        "cross_origin_rejected",
+        "a write that is not JSON is accepted from the console's own origin only",
+    ))
 }
 
 /// The history store could not be read.
@@ -605,6 +605,7 @@ mod tests {
 
     #[test]
     fn writes_from_another_origin_or_as_a_form_are_refused_before_any_upstream_call() {
+        let form = Some("application/x-www-form-urlencoded");
         let writes = [
             ("/sessions", &br#"{"agent_id":"a"}"#[..]),
             ("/sessions/s_1/turns", br#"{"text":"hi"}"#),
@@ -612,27 +613,32 @@ mod tests {
         ];
         for (path, body) in writes {
             let mut h = head("POST", path, "");
+            // A cross-site form: its own Origin (or none, or "null"), a form type.
+            h.content_type = form;
             for origin in ["http://rebind.attacker.example", "null", "http://console.test:3001", "console.test:3000"] {
                 h.origin = Some(origin);
                 assert_eq!(code(run(&h, body)), (403, "cross_origin_rejected"), "{path} {origin}");
             }
-            // The console's own page; the scheme may differ behind a TLS proxy.
+            h.origin = None;
+            assert_eq!(code(run(&h, body)), (415, "unsupported_media_type"), "{path}");
+            // JSON needs a preflight cross-site: it passes whatever the Origin
+            // (a proxy may rewrite Host).
+            h.content_type = Some("application/json");
+            h.origin = Some("http://proxy.example");
+            assert_eq!(code(run(&h, body)), (0, "planned"), "{path}");
+        }
+        // The bodiless cancel: without the JSON type, only from the console's
+        // own origin (the scheme may differ behind a TLS proxy).
+        let mut cancel = head("POST", "/sessions/s_1/turns/t_1/cancel", "");
+        for content_type in [None, form, Some("text/plain"), Some("application/jsonx")] {
+            cancel.content_type = content_type;
+            cancel.origin = None;
+            assert_eq!(code(run(&cancel, b"")), (415, "unsupported_media_type"), "{content_type:?}");
             for origin in ["http://console.test:3000", "https://CONSOLE.test:3000"] {
-                h.origin = Some(origin);
-                assert_eq!(code(run(&h, body)), (0, "planned"), "{path} {origin}");
+                cancel.origin = Some(origin);
+                assert_eq!(code(run(&cancel, b"")), (0, "planned"), "{content_type:?} {origin}");
             }
         }
-        // The bodiless cancel: a cross-site form (no JSON type, no Origin) is refused…
-        let mut cancel = head("POST", "/sessions/s_1/turns/t_1/cancel", "");
-        for content_type in
-            [None, Some("application/x-www-form-urlencoded"), Some("text/plain"), Some("application/jsonx")]
-        {
-            cancel.content_type = content_type;
-            assert_eq!(code(run(&cancel, b"")), (415, "unsupported_media_type"), "{content_type:?}");
-        }
-        // …and the same request from the console's own origin passes.
-        cancel.origin = Some("http://console.test:3000");
-        assert_eq!(code(run(&cancel, b"")), (0, "planned"));
     }
 
     #[test]

@@ -140,10 +140,13 @@ const CHROMIUM_ARGS = [
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
 ];
 
-/** Debian's Chromium, headless; playwright-core gives it a fresh --user-data-dir. */
-async function launchBrowser() {
+/**
+ * Debian's Chromium, headless; playwright-core gives it a fresh --user-data-dir.
+ * `args`: more switches (e.g. a --host-resolver-rules that plays DNS rebinding).
+ */
+async function launchBrowser({ args = [] } = {}) {
   if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (scripts/test.sh does)`);
-  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: [...CHROMIUM_ARGS, ...args] });
 }
 
 /**
