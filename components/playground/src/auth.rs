@@ -33,7 +33,7 @@ use argon2::Argon2;
 use serde_json::{json, Value};
 
 use crate::access::{Membership, Role, Roles, Scope};
-use crate::context::{is_json_content_type, json_body, Ctx, Request, Response};
+use crate::context::{json_body, Ctx, Request, Response};
 use crate::db::{Db, DbError, Val};
 use crate::error::{ApiError, PlaygroundErrors};
 use crate::net;
@@ -177,7 +177,7 @@ fn csrf_rule(req: &Request, via: Via, trusted: &[net::Cidr]) -> Result<(), ApiEr
     if via == Via::Bearer {
         return Ok(());
     }
-    if !is_json_content_type(req.header("content-type").unwrap_or("")) {
+    if !guest_http::headers::is_json(req.header("content-type").unwrap_or("")) {
         return Err(ApiError::csrf_rejected("content_type"));
     }
     let Some(origin) = req.header("origin") else {
@@ -189,7 +189,7 @@ fn csrf_rule(req: &Request, via: Via, trusted: &[net::Cidr]) -> Result<(), ApiEr
 /// Behind a trusted TLS-terminating proxy the browser's origin is https
 /// while `spin-full-url` says http: the proxy's `X-Forwarded-Proto` decides.
 fn same_origin(req: &Request, origin: &str, trusted: &[net::Cidr]) -> Result<(), ApiError> {
-    match (crate::util::origin_of(origin.trim()), net::own_origin(req, trusted)) {
+    match (guest_http::headers::origin_of(origin.trim()), net::own_origin(req, trusted)) {
         (Some(theirs), Some(ours)) if theirs == ours && origin.trim().trim_end_matches('/').len() == theirs.len() => {
             Ok(())
         }
@@ -507,7 +507,7 @@ fn invalid_login_field(field: &'static str) -> ApiError {
 
 /// `POST /auth/login {email, password}`.
 pub fn login(ctx: &Ctx, req: &Request) -> Result<Response, ApiError> {
-    if !is_json_content_type(req.header("content-type").unwrap_or("")) {
+    if !guest_http::headers::is_json(req.header("content-type").unwrap_or("")) {
         return Err(ApiError::unsupported_media_type());
     }
     // Login CSRF: a browser always sends Origin on a cross-site POST.

@@ -192,11 +192,6 @@ impl From<ApiError> for Response {
     }
 }
 
-pub fn is_json_content_type(value: &str) -> bool {
-    let essence = value.split(';').next().unwrap_or("").trim();
-    essence.eq_ignore_ascii_case("application/json")
-}
-
 /// Reads a JSON object body. A cookie-authenticated request has already
 /// passed the CSRF check (JSON content type included); anyone else sending
 /// another type gets 415.
@@ -206,7 +201,7 @@ pub fn json_body(req: &Request, allow_empty: bool) -> Result<serde_json::Map<Str
     if allow_empty && bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(serde_json::Map::new());
     }
-    if !is_json_content_type(content_type) {
+    if !guest_http::headers::is_json(content_type) {
         return Err(ApiError::unsupported_media_type());
     }
     match serde_json::from_slice::<Value>(bytes) {

@@ -152,7 +152,7 @@ pub fn is_https(req: &Request, trusted_proxies: &[Cidr]) -> bool {
 /// This request's own origin as the browser saw it: `spin-full-url`'s, with
 /// the scheme a trusted TLS-terminating proxy reported.
 pub fn own_origin(req: &Request, trusted_proxies: &[Cidr]) -> Option<String> {
-    let origin = crate::util::origin_of(req.full_url())?;
+    let origin = guest_http::headers::origin_of(req.full_url())?;
     if is_https(req, trusted_proxies) {
         let (_, authority) = origin.split_once("://")?;
         return Some(format!("https://{authority}"));

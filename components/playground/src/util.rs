@@ -1,4 +1,4 @@
-//! Small pure helpers: URLs and origins, ISO 8601 (hex: the `hex` crate;
+//! Small pure helpers: base URLs (origins: `guest_http::headers::origin_of`), ISO 8601 (hex: the `hex` crate;
 //! SHA-256 hex: `gateway-ledger`, whose token hash it is; query strings: the
 //! shared `query` crate).
 
@@ -50,16 +50,6 @@ impl BaseUrl {
     }
 }
 
-/// `scheme://authority` of an absolute URL, lowercased (an `Origin` value).
-pub fn origin_of(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    if scheme.is_empty() || authority.is_empty() {
-        return None;
-    }
-    Some(format!("{}://{}", scheme.to_ascii_lowercase(), authority.to_ascii_lowercase()))
-}
-
 /// Unix seconds → `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian, UTC). The codec
 /// covers 1970 to 9999; an instant outside prints as the nearest end of that
 /// range (the Playground stores none).
@@ -92,7 +82,7 @@ mod tests {
     }
 
     #[test]
-    fn base_urls_and_origins() {
+    fn base_urls() {
         let b = BaseUrl::parse("http://simulator.spin.internal/brave/").unwrap();
         assert_eq!(b.authority, "simulator.spin.internal");
         assert_eq!(b.path("/res/v1/web/search"), "/brave/res/v1/web/search");
@@ -101,8 +91,6 @@ mod tests {
         assert!(BaseUrl::parse("ftp://x").is_none());
         assert!(BaseUrl::parse("http://").is_none());
         assert!(BaseUrl::parse("http://u:p@host").is_none());
-        assert_eq!(origin_of("HTTP://Example.COM:3000/admin/v1/x?y").as_deref(), Some("http://example.com:3000"));
-        assert_eq!(origin_of("nonsense"), None);
     }
 
     #[test]
