@@ -871,32 +871,63 @@ fn a_bootstrap_email_with_quotes_is_stored_literally() {
     assert_eq!(json_of(&r)["user"]["email"], "o'neil\"; drop table users;--@ops.test");
 }
 
+/// A database file of one test, removed when dropped: racing requests need a
+/// real file, each of their opens its own connection (as in Spin).
+struct FileDb {
+    dir: std::path::PathBuf,
+    path: std::path::PathBuf,
+}
+
+impl FileDb {
+    fn new(name: &str) -> FileDb {
+        let dir = std::env::temp_dir().join(format!("playground-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("race.db");
+        let _ = std::fs::remove_file(&path);
+        FileDb { dir, path }
+    }
+
+    fn world(&self, mut w: World) -> World {
+        w.db = MemDb::file(&self.path);
+        w
+    }
+
+    /// `n` threads, each with its world from `world` on this file, run `each`
+    /// at once (released together by a barrier).
+    fn race<T: Send + 'static>(&self, n: usize, world: fn() -> World, each: fn(usize, World) -> T) -> Vec<T> {
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(n));
+        let threads: Vec<_> = (0..n)
+            .map(|i| {
+                let (path, barrier) = (self.path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let mut w = world();
+                    w.db = MemDb::file(&path);
+                    barrier.wait();
+                    each(i, w)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    }
+}
+
+impl Drop for FileDb {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[test]
 fn racing_first_requests_set_up_the_database_once() {
-    let dir = std::env::temp_dir().join(format!("playground-race-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("race.db");
-    let _ = std::fs::remove_file(&path);
-    let threads: Vec<_> = (0..3)
-        .map(|i| {
-            let path = path.clone();
-            std::thread::spawn(move || {
-                let mut w = World::new();
-                w.db = MemDb::file(&path);
-                w.random = CountingRandom(AtomicU64::new(1000 * (i + 1)));
-                let r = w.request("GET", "/auth/me", &[], None);
-                assert_error(&r, 401, "unauthenticated");
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
-    let db = MemDb::file(&path);
+    let file = FileDb::new("race");
+    file.race(3, World::new, |i, mut w| {
+        w.random = CountingRandom(AtomicU64::new(1000 * (i as u64 + 1)));
+        assert_error(&w.request("GET", "/auth/me", &[], None), 401, "unauthenticated");
+    });
+    let db = MemDb::file(&file.path);
     assert_eq!(db.query("SELECT 1 FROM users", &[]).unwrap().len(), 7);
     assert_eq!(db.query("SELECT 1 FROM schema_version", &[]).unwrap().len(), schema::SCHEMA_VERSION as usize);
     assert_eq!(db.query("SELECT 1 FROM trace_steps", &[]).unwrap().len(), 6 * 22);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -1102,30 +1133,22 @@ fn demo_users_left_with_the_published_password_get_a_random_one() {
 
 #[test]
 fn racing_first_requests_generate_one_password_the_one_that_works() {
-    let dir = std::env::temp_dir().join(format!("playground-gen-race-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("race.db");
-    let _ = std::fs::remove_file(&path);
-    let threads: Vec<_> = (0..3)
-        .map(|i| {
-            let path = path.clone();
-            std::thread::spawn(move || {
-                let mut w = World::with_config(no_demo_password());
-                w.db = MemDb::file(&path);
-                w.random = CountingRandom(AtomicU64::new(1000 * (i + 1)));
-                w.request("GET", "/auth/me", &[LOOPBACK], None);
-                generated()
-            })
-        })
-        .collect();
-    let shown: Vec<String> = threads.into_iter().filter_map(|t| t.join().unwrap()).collect();
+    let file = FileDb::new("gen-race");
+    let shown = file.race(
+        3,
+        || World::with_config(no_demo_password()),
+        |i, mut w| {
+            w.random = CountingRandom(AtomicU64::new(1000 * (i as u64 + 1)));
+            w.request("GET", "/auth/me", &[LOOPBACK], None);
+            generated()
+        },
+    );
+    let shown: Vec<String> = shown.into_iter().flatten().collect();
     assert_eq!(shown.len(), 1, "one password shown: {shown:?}");
-    let mut w = World::with_config(no_demo_password());
-    w.db = MemDb::file(&path);
+    let w = file.world(World::with_config(no_demo_password()));
     for u in seed::demo_users() {
         assert_eq!(w.try_login(u.email, &shown[0]).status, 200, "{}", u.email);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -1197,31 +1220,13 @@ fn a_user_changes_their_password_and_their_other_sessions_end() {
 
 #[test]
 fn parallel_guesses_are_each_counted_before_any_is_checked() {
-    let dir = std::env::temp_dir().join(format!("playground-guess-race-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("guess.db");
-    let _ = std::fs::remove_file(&path);
-    let mut setup = World::new();
-    setup.db = MemDb::file(&path);
-    setup.request("GET", "/auth/me", &[], None);
-    let barrier = std::sync::Arc::new(std::sync::Barrier::new(10));
-    let threads: Vec<_> = (0..10)
-        .map(|i| {
-            let (path, barrier) = (path.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                let mut w = World::new();
-                w.db = MemDb::file(&path);
-                barrier.wait();
-                w.try_login("member@acme.test", &format!("guess-{i}")).status
-            })
-        })
-        .collect();
-    let mut statuses: Vec<u16> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let file = FileDb::new("guess-race");
+    file.world(World::new()).request("GET", "/auth/me", &[], None);
+    let mut statuses = file.race(10, World::new, |i, w| w.try_login("member@acme.test", &format!("guess-{i}")).status);
     statuses.sort();
     let evaluated = statuses.iter().filter(|s| **s == 401).count();
     assert_eq!(evaluated, auth::MAX_FAILURES_PER_PAIR, "{statuses:?}");
     assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 10 - auth::MAX_FAILURES_PER_PAIR);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
