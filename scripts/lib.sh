@@ -4,9 +4,10 @@
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 
-# The Spin components, and the test-only fixture components.
-APP_COMPONENTS=(static-files debug-api simulator playground)
-TEST_COMPONENTS=(probe)
+# Every component, the test-only probe included. They are always built together,
+# in one cargo invocation: cargo unifies a shared dependency's features over the
+# packages it builds at once, so another selection would build other .wasm files.
+COMPONENTS=(static-files debug-api simulator playground probe)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -30,10 +31,8 @@ ensure_lint_tools() {
 }
 
 build_components() {
-    local args=()
-    for c in "$@"; do args+=(-p "$c"); done
-    log "building components: $*"
-    cargo build --release --target wasm32-wasip2 "${args[@]}"
+    log "building components: ${COMPONENTS[*]}"
+    cargo build --release --target wasm32-wasip2 $(printf -- '-p %s ' "${COMPONENTS[@]}")
 }
 
 # Brotli/gzip variants + metadata for the static component, refreshed only
@@ -48,11 +47,27 @@ precompress_static() {
 # (`-p ratatoskr-host` alone resolves other features and built it a second time).
 NATIVE=(--profile host --workspace --exclude static-files --exclude probe)
 
-# The host binary the browser tests start (target/host/ratatoskr-host), with the
-# test binaries of the same build.
+# The host binary (target/host/ratatoskr-host) that serve.sh runs and the browser
+# tests start, with the test binaries of the same build: the same selection
+# every time (`--bins` alone, or `-p ratatoskr-host`, unify other features and
+# build another host).
 build_host() {
     log "building the host and the tests"
     cargo build "${NATIVE[@]}" --bins --tests
+}
+
+# Everything both README commands run: one build, whichever comes first.
+build_app() {
+    ensure_wasm_target
+    build_components
+    precompress_static
+    build_host
+}
+
+# The build's artefacts and their sha256, one per line: the test that
+# serve.sh and `spin build` build exactly what the tests ran compares them.
+artefact_hashes() {
+    (cd "$REPO_ROOT" && sha256sum target/wasm32-wasip2/release/*.wasm target/host/ratatoskr-host target/static-precompressed/* | sort -k2)
 }
 
 # Debian's Chromium for the browser tests; a fresh machine lacks it.

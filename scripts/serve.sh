@@ -5,9 +5,10 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-ensure_wasm_target
-build_components "${APP_COMPONENTS[@]}"
-precompress_static
+# The same build as scripts/test.sh (lib.sh: build_app), so either command is
+# fast after the other and serves exactly what the tests ran.
+build_app
+[[ -n "${RATATOSKR_BUILD_ONLY:-}" ]] && exit 0
 
 # A fresh admin key per run: the simulator and the console share it server-side,
 # so the admin panes work, and it never has to be typed or shown anywhere.
@@ -46,4 +47,4 @@ if [[ -n "$listen" ]] && ! is_loopback_listen "$listen" && [[ -z "$own_demo_pass
 fi
 
 log "serving (Ctrl-C to stop)"
-exec cargo run --profile host -p ratatoskr-host -- up --runtime-config-file runtime-config.toml "$@"
+exec "$REPO_ROOT/target/host/ratatoskr-host" up --runtime-config-file runtime-config.toml "$@"

@@ -12,17 +12,15 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-ensure_wasm_target
 ensure_lint_tools
-build_components "${APP_COMPONENTS[@]}" "${TEST_COMPONENTS[@]}"
-precompress_static
-build_host
+build_app
+built="$(artefact_hashes)"
 
 status=0
 log "format and lint gates (rustfmt, clippy -D warnings, native and wasm)"
 cargo fmt --all -- --check || status=$?
 cargo clippy "${NATIVE[@]}" --all-targets -- -D warnings || status=$?
-cargo clippy --release --target wasm32-wasip2 $(printf -- '-p %s ' "${APP_COMPONENTS[@]}" "${TEST_COMPONENTS[@]}") -- -D warnings || status=$?
+cargo clippy --release --target wasm32-wasip2 $(printf -- '-p %s ' "${COMPONENTS[@]}") -- -D warnings || status=$?
 
 log "running tests"
 cargo test "${NATIVE[@]}" "$@" || status=$?
@@ -56,5 +54,16 @@ fi
 # Schemathesis against the app on the simulator (its own script: it runs alone too).
 log "API contract: openapi-spec-validator and Schemathesis (scripts/fuzz-api.sh)"
 "$REPO_ROOT/scripts/fuzz-api.sh" || status=$?
+
+# One build: serve.sh and `spin build` (above, in the real-Spin lane) build
+# exactly what the tests ran, byte for byte.
+log "one build: the artefacts of serve.sh and spin build against the tested ones"
+RATATOSKR_BUILD_ONLY=1 "$REPO_ROOT/scripts/serve.sh" || status=$?
+if diff <(echo "$built") <(artefact_hashes); then
+    echo "one build: $(wc -l <<<"$built") artefacts identical (components, host, precompressed site)"
+else
+    echo "one build: FAILED, the artefacts above differ from the ones the tests ran" >&2
+    status=1
+fi
 
 exit "$status"
