@@ -95,7 +95,7 @@ fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1e3)
 }
 
-/// The four scenarios of one runtime serving the bench site.
+/// The five scenarios of one runtime serving the bench site.
 async fn scenarios(runtime: &str, app: &TestApp, upstream: &MockUpstream) -> Vec<Scenario> {
     // The ETag the 304 scenario revalidates with: the brotli variant's.
     let probe = client().get(app.url("/")).header("accept-encoding", "br").send().await.unwrap();
@@ -108,6 +108,14 @@ async fn scenarios(runtime: &str, app: &TestApp, upstream: &MockUpstream) -> Vec
             format!("{runtime}: proxied GET (probe /fetch -> upstream)"),
             app.addr,
             &format!("/probe/fetch?http://{}/", upstream.addr),
+            vec![],
+            200,
+        )
+        .await,
+        Scenario::new(
+            format!("{runtime}: console GET /api/sessions/s_1/tools (debug-api -> upstream)"),
+            app.addr,
+            "/api/sessions/s_1/tools",
             vec![],
             200,
         )
@@ -129,10 +137,15 @@ async fn main() {
     let arg = std::env::args().nth(1);
     require_wasm("static_files.wasm");
     require_wasm("probe.wasm");
-    let upstream = MockUpstream::start(|_| async { respond(200, "text/plain", "ok") }).await;
+    require_wasm("debug_api.wasm");
+    // A tool inventory for the console's route (the probe takes any body).
+    let inventory = r#"{"session_id":"s_1","agent_id":"sindra","tools":[{"name":"web_search","description":"Searches the web.","input_schema":{"type":"object"}}]}"#;
+    let upstream = MockUpstream::start(move |_| async move { respond(200, "application/json", inventory) }).await;
     let site = bench_site();
     let options = || {
-        TestAppOptions::new(site.join("spin.toml")).variable("upstream_origin", &format!("http://{}", upstream.addr))
+        TestAppOptions::new(site.join("spin.toml"))
+            .variable("upstream_origin", &format!("http://{}", upstream.addr))
+            .variable("upstream_url", &format!("http://{}", upstream.addr))
     };
     let host = TestApp::start_on(&Runtime::Host, options()).await.unwrap();
     // `-- profile [PATH]`: only wrk on the host (the trivial component, or PATH
@@ -181,10 +194,15 @@ async fn main() {
     println!();
     let direct = &all[0];
     let report = |label: &str, set: &[Scenario]| {
-        let [trivial, proxied, br, revalidate] = set else { unreachable!() };
+        let [trivial, proxied, tools, br, revalidate] = set else { unreachable!() };
         println!(
             "- {label}: proxied GET adds p50 {} ms over the direct upstream hit (target <= 1 ms)",
             ms(proxied.p(0.5).saturating_sub(direct.p(0.5)))
+        );
+        println!(
+            "- {label}: the console's tools GET adds p50 {} ms over the direct upstream hit (target <= 0.3 ms on the host); {:.2}x the direct p50",
+            ms(tools.p(0.5).saturating_sub(direct.p(0.5))),
+            tools.p(0.5).as_secs_f64() / direct.p(0.5).as_secs_f64()
         );
         println!(
             "- {label}: brotli GET at {:.0}% of the trivial-component rate (target >= 70%)",
@@ -195,14 +213,14 @@ async fn main() {
             100.0 * revalidate.per_sec() / trivial.per_sec()
         );
     };
-    report("host", &all[1..5]);
+    report("host", &all[1..6]);
     if spin.is_some() {
-        report("spin 4.0.2", &all[5..9]);
-        for i in 0..4 {
+        report("spin 4.0.2", &all[6..11]);
+        for i in 0..5 {
             println!(
                 "- {}: host at {:.2}x the rate of spin 4.0.2",
                 all[1 + i].name.trim_start_matches("host: "),
-                all[1 + i].per_sec() / all[5 + i].per_sec()
+                all[1 + i].per_sec() / all[6 + i].per_sec()
             );
         }
     }
@@ -256,7 +274,8 @@ fn wrk_floor(host: &TestApp, spin: &TestApp) {
     }
 }
 
-/// A temp app: the static component over a 32 KB page, and the probe.
+/// A temp app: the static component over a 32 KB page, the probe, and the
+/// console's debug-api against the mock upstream.
 fn bench_site() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("ratatoskr-bench-{}", std::process::id()));
     let static_dir = dir.join("static");
@@ -282,6 +301,7 @@ fn bench_site() -> std::path::PathBuf {
 name = "host-bench"
 [variables]
 upstream_origin = {{ required = true }}
+upstream_url = {{ required = true }}
 [[trigger.http]]
 route = "/..."
 component = "static-files"
@@ -294,9 +314,25 @@ files = [{{ source = "static", destination = "/site" }}, {{ source = "precompres
 [component.probe]
 source = "{probe_wasm}"
 allowed_outbound_hosts = ["{{{{ upstream_origin }}}}"]
+[[trigger.http]]
+route = "/api/..."
+component = "debug-api"
+[component.debug-api]
+source = "{debug_api_wasm}"
+allowed_outbound_hosts = ["{{{{ upstream_origin }}}}"]
+[component.debug-api.variables]
+upstream_url = "{{{{ upstream_url }}}}"
+affect_read_url = "{{{{ upstream_url }}}}/affect"
+consumer_key = "bench-consumer-key"
+admin_key = ""
+end_user_id = "operator"
+bifrost_visible_host = "bifrost.local"
+upstream_timeout_ms = "10000"
+sse_keepalive_ms = "15000"
 "#,
         static_wasm = wasm("static_files.wasm"),
         probe_wasm = wasm("probe.wasm"),
+        debug_api_wasm = wasm("debug_api.wasm"),
     );
     std::fs::write(dir.join("spin.toml"), manifest).unwrap();
     dir
