@@ -11,10 +11,10 @@
 
 use std::time::Duration;
 
-use guest_http::{ApiError, TransportFailure};
+use guest_http::{ApiError, Method, TransportFailure};
 use serde_json::Value;
 
-use crate::core::{Call, Method};
+use crate::core::Call;
 use crate::error;
 
 /// The Playground's own answer to "who is this session?" (`GET

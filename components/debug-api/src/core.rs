@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use guest_http::{ApiError, TransportFailure};
+use guest_http::{ApiError, Method, TransportFailure};
 use serde_json::{json, Map, Value};
 use sse::StreamError;
 
@@ -123,12 +123,6 @@ impl Config {
         call.streaming = true;
         Plan::Stream(Box::new(Stream { call, keepalive: self.keepalive, relay }))
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    Get,
-    Post,
 }
 
 /// One upstream request to make.

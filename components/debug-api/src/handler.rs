@@ -18,7 +18,7 @@ use spin_sdk::variables;
 use sse::KEEPALIVE;
 
 use crate::access::{self, Credentials};
-use crate::core::{self, Call, Head, Method, Plan};
+use crate::core::{self, Call, Head, Plan};
 use crate::history::{self, Kv, KvError};
 use crate::relay::RelayFlow;
 
@@ -117,10 +117,7 @@ fn status(answer: &Result<Upstream, TransportFailure>) -> Result<u16, TransportF
 
 fn outgoing(c: &Call) -> Outgoing<'_> {
     Outgoing {
-        method: match c.method {
-            Method::Get => guest_http::Method::Get,
-            Method::Post => guest_http::Method::Post,
-        },
+        method: c.method,
         https: c.https,
         authority: &c.authority,
         path_and_query: &c.path_and_query,

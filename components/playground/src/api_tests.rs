@@ -11,7 +11,7 @@ use crate::auth::{self, SESSION_COOKIE};
 use crate::context::{Body, Config, Ctx, Random, Request, Response};
 use crate::db::testing::MemDb;
 use crate::db::Db;
-use crate::egress::{Egress, OutboundRequest, OutboundResponse, TransportFailure};
+use crate::egress::{Egress, Method, OutboundRequest, OutboundResponse, TransportFailure};
 use crate::util::{sha256_hex, BaseUrl};
 use crate::{schema, seed, tokens, traces};
 
@@ -37,7 +37,7 @@ impl Random for CountingRandom {
 
 #[derive(Debug, Clone)]
 struct Sent {
-    method: &'static str,
+    method: Method,
     authority: String,
     path_and_query: String,
     headers: Vec<(String, String)>,
@@ -582,7 +582,7 @@ fn search_through_every_demo_gateway() {
         json!({ "results": [{ "title": "B", "url": "https://b.test/1", "snippet": "brave result" }], "query": "rust wasm", "provider": "brave", "eu_region_routing": false })
     );
     let sent = w.egress.sent.borrow().last().cloned().unwrap();
-    assert_eq!((sent.method, sent.authority.as_str()), ("GET", "brave.test"));
+    assert_eq!((sent.method, sent.authority.as_str()), (Method::Get, "brave.test"));
     assert_eq!(sent.path_and_query, "/b/res/v1/web/search?q=rust%20wasm&count=5");
     assert!(sent.headers.contains(&("x-subscription-token".into(), "demo-brave-key-acme-main".into())));
 
@@ -591,7 +591,7 @@ fn search_through_every_demo_gateway() {
     let sent = w.egress.sent.borrow().last().cloned().unwrap();
     assert_eq!(
         (sent.method, sent.authority.as_str(), sent.path_and_query.as_str()),
-        ("POST", "linkup.test", "/v1/search")
+        (Method::Post, "linkup.test", "/v1/search")
     );
     assert!(sent.headers.contains(&("authorization".into(), "Bearer demo-linkup-key-acme-second".into())));
     assert_eq!(

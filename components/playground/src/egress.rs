@@ -2,11 +2,11 @@
 //! a bounded body out ([`Egress`]: wasi:http through `guest-http` in the
 //! component, a scripted fake in the native tests).
 
-pub use guest_http::TransportFailure;
+pub use guest_http::{Method, TransportFailure};
 
 /// A request to a provider. It carries the key: never log or print it.
 pub struct OutboundRequest {
-    pub method: &'static str,
+    pub method: Method,
     pub https: bool,
     pub authority: String,
     pub path_and_query: String,

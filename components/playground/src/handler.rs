@@ -131,7 +131,7 @@ impl Egress for WasiEgress {
     fn send(&self, spec: &OutboundRequest) -> Result<OutboundResponse, TransportFailure> {
         let timeout = Duration::from_millis(spec.timeout_ms);
         let upstream = call(&Outgoing {
-            method: if spec.method == "POST" { Method::Post } else { Method::Get },
+            method: spec.method,
             https: spec.https,
             authority: &spec.authority,
             path_and_query: &spec.path_and_query,

@@ -21,7 +21,7 @@ use crate::access::may_use_playground;
 use crate::auth::Principal;
 use crate::context::{Config, Ctx, Request, Response};
 use crate::db::Val;
-use crate::egress::{OutboundRequest, TransportFailure};
+use crate::egress::{Method, OutboundRequest, TransportFailure};
 use crate::error::ApiError;
 use crate::gateways::{self, Gateway};
 use crate::plain_text::plain_text;
@@ -126,13 +126,13 @@ pub fn build_request(provider: Provider, base: &BaseUrl, key: &str, q: &str, tim
     let (method, path_and_query, body) = match provider {
         Provider::Brave => {
             headers.push(("x-subscription-token".into(), key.to_string()));
-            ("GET", base.path(&format!("/res/v1/web/search?q={}&count={MAX_RESULTS}", percent_encode(q))), None)
+            (Method::Get, base.path(&format!("/res/v1/web/search?q={}&count={MAX_RESULTS}", percent_encode(q))), None)
         }
         Provider::Linkup => {
             headers.push(("authorization".into(), format!("Bearer {key}")));
             headers.push(("content-type".into(), "application/json".into()));
             let body = json!({ "q": q, "depth": "standard", "outputType": "searchResults" }).to_string();
-            ("POST", base.path("/v1/search"), Some(body))
+            (Method::Post, base.path("/v1/search"), Some(body))
         }
     };
     OutboundRequest {
@@ -338,7 +338,7 @@ mod tests {
     fn brave_and_linkup_requests_follow_the_contract() {
         let base = BaseUrl::parse("http://brave.test/prefix").unwrap();
         let r = build_request(Provider::Brave, &base, "k-123", "rust & wasm?", 500);
-        assert_eq!((r.method, r.authority.as_str(), r.https), ("GET", "brave.test", false));
+        assert_eq!((r.method, r.authority.as_str(), r.https), (Method::Get, "brave.test", false));
         assert_eq!(r.path_and_query, "/prefix/res/v1/web/search?q=rust%20%26%20wasm%3F&count=5");
         assert!(r.headers.contains(&("x-subscription-token".into(), "k-123".into())));
         assert!(r.body.is_none());
@@ -346,7 +346,7 @@ mod tests {
 
         let base = BaseUrl::parse("https://linkup.test").unwrap();
         let r = build_request(Provider::Linkup, &base, "k-456", "x' OR 1=1;--", 500);
-        assert_eq!((r.method, r.path_and_query.as_str(), r.https), ("POST", "/v1/search", true));
+        assert_eq!((r.method, r.path_and_query.as_str(), r.https), (Method::Post, "/v1/search", true));
         assert!(r.headers.contains(&("authorization".into(), "Bearer k-456".into())));
         let body: Value = serde_json::from_str(r.body.as_deref().unwrap()).unwrap();
         assert_eq!(body, json!({ "q": "x' OR 1=1;--", "depth": "standard", "outputType": "searchResults" }));

@@ -1,12 +1,12 @@
-//! Bounded reads of a body stream, with one rule everywhere: the body is
-//! whole when the stream says it ended, and an error otherwise.
+//! Body streams, both ways: bounded reads with one rule everywhere (the body
+//! is whole when the stream says it ended, and an error otherwise), and
+//! writes under the host's permits. The other modules build on this one.
 
 use std::time::Duration;
 
 use wasi::http::types as wasi_http;
-use wasi::io::streams::{InputStream, StreamError};
+use wasi::io::streams::{InputStream, OutputStream, StreamError};
 
-use crate::outgoing::classify;
 use crate::TransportFailure;
 
 /// Bytes asked for per read.
@@ -45,4 +45,37 @@ pub fn read_to_end(stream: &InputStream, limit: usize, quiet: Option<Duration>) 
             }
         }
     }
+}
+
+/// Maps a wasi:http error to the failure a client is told about.
+pub fn classify(code: &wasi_http::ErrorCode) -> TransportFailure {
+    use wasi_http::ErrorCode as E;
+    match code {
+        E::ConnectionTimeout | E::ConnectionReadTimeout | E::HttpResponseTimeout | E::DnsTimeout => {
+            TransportFailure::Timeout
+        }
+        E::HttpRequestDenied => TransportFailure::NotAllowed,
+        _ => TransportFailure::Unreachable,
+    }
+}
+
+/// Writes all of `bytes` to a body stream as the host's permits allow;
+/// `false` once the stream is broken.
+pub(crate) fn write_stream(stream: &OutputStream, mut bytes: &[u8]) -> bool {
+    while !bytes.is_empty() {
+        let permit = match stream.check_write() {
+            Ok(0) => {
+                stream.subscribe().block();
+                continue;
+            }
+            Ok(n) => n as usize,
+            Err(_) => return false,
+        };
+        let n = permit.min(bytes.len());
+        if stream.write(&bytes[..n]).is_err() {
+            return false;
+        }
+        bytes = &bytes[n..];
+    }
+    true
 }

@@ -26,7 +26,7 @@ mod transport;
 
 #[cfg(feature = "envelope")]
 pub use envelope::ApiError;
-pub use transport::TransportFailure;
+pub use transport::{Method, TransportFailure};
 
 #[cfg(target_arch = "wasm32")]
 mod body;
@@ -42,7 +42,7 @@ mod stream;
 #[cfg(target_arch = "wasm32")]
 pub use body::{read_to_end, READ_CHUNK};
 #[cfg(target_arch = "wasm32")]
-pub use outgoing::{call, Method, Outgoing, Timeouts, Upstream};
+pub use outgoing::{call, Outgoing, Timeouts, Upstream};
 #[cfg(target_arch = "wasm32")]
 pub use request::{header, host, host_allowed, path_and_query, read_request_body, spin_header};
 #[cfg(all(target_arch = "wasm32", feature = "envelope"))]

@@ -7,14 +7,8 @@ use wasi::http::outgoing_handler;
 use wasi::http::types as wasi_http;
 use wasi::io::streams::InputStream;
 
-use crate::body::read_to_end;
-use crate::TransportFailure;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    Get,
-    Post,
-}
+use crate::body::{classify, read_to_end, write_stream};
+use crate::{Method, TransportFailure};
 
 /// The host enforces these (Spin and wasmtime honour `request-options`); the
 /// guest also gives up waiting for the head after `connect + first_byte`,
@@ -69,18 +63,6 @@ impl Upstream {
     }
 }
 
-/// Maps a wasi:http error to the failure a client is told about.
-pub fn classify(code: &wasi_http::ErrorCode) -> TransportFailure {
-    use wasi_http::ErrorCode as E;
-    match code {
-        E::ConnectionTimeout | E::ConnectionReadTimeout | E::HttpResponseTimeout | E::DnsTimeout => {
-            TransportFailure::Timeout
-        }
-        E::HttpRequestDenied => TransportFailure::NotAllowed,
-        _ => TransportFailure::Unreachable,
-    }
-}
-
 /// Sends `spec` and waits for the answer's head.
 pub fn call(spec: &Outgoing<'_>) -> Result<Upstream, TransportFailure> {
     let mut headers = spec.headers.clone();
@@ -118,7 +100,7 @@ pub fn call(spec: &Outgoing<'_>) -> Result<Upstream, TransportFailure> {
         sent = match outgoing_body.write() {
             Ok(stream) => {
                 // Reuse the response writer's backpressure loop on this request body.
-                let ok = crate::response::write_stream(&stream, bytes);
+                let ok = write_stream(&stream, bytes);
                 drop(stream);
                 ok
             }

@@ -3,7 +3,7 @@
 use spin_sdk::http::{Fields, OutgoingBody, OutgoingResponse, ResponseOutparam};
 use wasi::io::streams::OutputStream;
 
-use crate::body::READ_CHUNK;
+use crate::body::{write_stream, READ_CHUNK};
 use crate::headers;
 
 /// A response body being written. Writes return `false` once the client is
@@ -48,27 +48,6 @@ impl Body {
         drop(stream);
         let _ = OutgoingBody::finish(body, None);
     }
-}
-
-/// Writes all of `bytes` to a body stream as the host's permits allow;
-/// `false` once the stream is broken.
-pub(crate) fn write_stream(stream: &OutputStream, mut bytes: &[u8]) -> bool {
-    while !bytes.is_empty() {
-        let permit = match stream.check_write() {
-            Ok(0) => {
-                stream.subscribe().block();
-                continue;
-            }
-            Ok(n) => n as usize,
-            Err(_) => return false,
-        };
-        let n = permit.min(bytes.len());
-        if stream.write(&bytes[..n]).is_err() {
-            return false;
-        }
-        bytes = &bytes[n..];
-    }
-    true
 }
 
 /// Sends the head of a response whose body starts with `first`, and returns

@@ -1,5 +1,14 @@
-//! Why an outgoing call (or a body read) gave no usable answer. Each component
-//! maps these to its own envelope codes (`upstream_*`, `provider_*`).
+//! The plain vocabulary of an outgoing call, which the components' pure
+//! cores plan with natively: its [`Method`], and why it (or a body read) gave
+//! no usable answer ([`TransportFailure`]; each component maps these to its
+//! own envelope codes, `upstream_*`, `provider_*`).
+
+/// The methods the components send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportFailure {
