@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use guest_http::{ApiError, Method, TransportFailure};
+use guest_http::{ApiError, BaseUrl, Method, TransportFailure};
 use serde_json::{json, Map, Value};
 use sse::StreamError;
 
@@ -15,7 +15,6 @@ use crate::history::{self, Entry};
 use crate::redact::Redactor;
 use crate::relay::{self, AdminRelay, Relay, TurnRelay};
 use crate::routes::{self, Route};
-use crate::upstream::UpstreamUrl;
 
 /// Browser request bodies (a session or a turn) are small.
 pub const MAX_REQUEST_BODY: usize = 64 * 1024;
@@ -42,7 +41,7 @@ pub struct Head<'a> {
 /// Configuration, from the component's Spin variables (read per request).
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub upstream: UpstreamUrl,
+    pub upstream: BaseUrl,
     pub consumer_key: String,
     pub admin_key: String,
     pub end_user_id: String,
@@ -59,7 +58,7 @@ impl Config {
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Config, ApiError> {
         let get = |name: &str| var(name).ok_or_else(|| error::misconfigured("a server variable is missing"));
         let ms = |name: &str, default: u64| var(name).and_then(|v| v.parse().ok()).unwrap_or(default);
-        let upstream = UpstreamUrl::parse(&get("upstream_url")?)
+        let upstream = BaseUrl::parse(&get("upstream_url")?)
             .ok_or_else(|| error::misconfigured("upstream_url is not an http(s) URL"))?;
         let consumer_key = get("consumer_key")?;
         let admin_key = get("admin_key")?;
@@ -233,7 +232,7 @@ pub fn plan(
             config.stream(call, Relay::Admin(AdminRelay::new(session_id, config.redactor.clone())))
         }
         Route::Affect { agent_id } => {
-            let affect = UpstreamUrl::parse(&config.affect_read_url)
+            let affect = BaseUrl::parse(&config.affect_read_url)
                 .ok_or_else(|| error::misconfigured("affect_read_url is not an http(s) URL"))?;
             // No key goes to Worldtree.
             let mut call = config.get(affect.with_query("agent_id", &routes::encode_query_value(&agent_id)), None);

@@ -13,7 +13,6 @@
 //! - [`relay`]: the turn-stream relay and the admin relay (`sse::AdminEventFilter`).
 //! - [`history`]: the durable affect history (one key-value key per snapshot).
 //! - [`redact`]: keys in an upstream body never leave the server.
-//! - [`upstream`]: upstream URL handling.
 
 pub mod access;
 pub mod core;
@@ -22,7 +21,6 @@ pub mod history;
 pub mod redact;
 pub mod relay;
 pub mod routes;
-pub mod upstream;
 
 #[cfg(target_arch = "wasm32")]
 mod handler;

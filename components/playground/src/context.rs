@@ -36,7 +36,9 @@ impl Config {
         let text = |name: &str| var(name).unwrap_or_default();
         let base = |name: &str, default: &str| {
             let raw = var(name).filter(|v| !v.trim().is_empty()).unwrap_or_else(|| default.to_string());
-            BaseUrl::parse(&raw).ok_or_else(|| ApiError::misconfigured("a provider base URL is not an http(s) URL"))
+            BaseUrl::parse(&raw)
+                .filter(|b| !b.has_query())
+                .ok_or_else(|| ApiError::misconfigured("a provider base URL is not an http(s) URL"))
         };
         Ok(Config {
             bootstrap_admin_email: text("bootstrap_admin_email").trim().to_ascii_lowercase(),

@@ -75,7 +75,9 @@ pub fn upstream_path(base: &BaseUrl, target: &Target) -> String {
 
 pub fn base_url(raw: Option<String>) -> Result<BaseUrl, ApiError> {
     let raw = raw.filter(|v| !v.trim().is_empty()).unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
-    BaseUrl::parse(&raw).ok_or_else(|| ApiError::misconfigured("inference_base_url is not an http(s) URL"))
+    BaseUrl::parse(&raw)
+        .filter(|b| !b.has_query())
+        .ok_or_else(|| ApiError::misconfigured("inference_base_url is not an http(s) URL"))
 }
 
 /// The 502 when the inference upstream cannot be reached (nothing streamed yet).

@@ -1,54 +1,14 @@
-//! Small pure helpers: base URLs (origins: `guest_http::headers::origin_of`), ISO 8601 (hex: the `hex` crate;
+//! Small pure helpers (base URLs: `guest_http::BaseUrl`; origins:
+//! `guest_http::headers::origin_of`): ISO 8601 (hex: the `hex` crate;
 //! SHA-256 hex: `gateway-ledger`, whose token hash it is; query strings: the
 //! shared `query` crate).
 
 use std::time::{Duration, UNIX_EPOCH};
 
 pub use gateway_ledger::tokens::sha256_hex;
+pub use guest_http::BaseUrl;
 /// Lowercase hex of bytes.
 pub use hex::encode as hex;
-
-/// Where a request is sent: `scheme://authority` plus a path prefix.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BaseUrl {
-    pub https: bool,
-    pub authority: String,
-    /// Without a trailing slash ("" for the root).
-    pub prefix: String,
-}
-
-impl BaseUrl {
-    /// Accepts `http(s)://authority[/prefix]` without query or fragment.
-    pub fn parse(raw: &str) -> Option<BaseUrl> {
-        let raw = raw.trim();
-        let (https, rest) = if let Some(r) = raw.strip_prefix("https://") {
-            (true, r)
-        } else if let Some(r) = raw.strip_prefix("http://") {
-            (false, r)
-        } else {
-            return None;
-        };
-        if rest.contains(['?', '#', ' ', '@']) {
-            return None;
-        }
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, ""),
-        };
-        if authority.is_empty() {
-            return None;
-        }
-        Some(BaseUrl { https, authority: authority.to_string(), prefix: path.trim_end_matches('/').to_string() })
-    }
-
-    pub fn path(&self, rest: &str) -> String {
-        format!("{}{rest}", self.prefix)
-    }
-
-    pub fn url(&self, rest: &str) -> String {
-        format!("{}://{}{}", if self.https { "https" } else { "http" }, self.authority, self.path(rest))
-    }
-}
 
 /// Unix seconds → `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian, UTC). The codec
 /// covers 1970 to 9999; an instant outside prints as the nearest end of that
@@ -79,18 +39,6 @@ mod tests {
     #[test]
     fn sha256_is_lowercase_hex() {
         assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    }
-
-    #[test]
-    fn base_urls() {
-        let b = BaseUrl::parse("http://simulator.spin.internal/brave/").unwrap();
-        assert_eq!(b.authority, "simulator.spin.internal");
-        assert_eq!(b.path("/res/v1/web/search"), "/brave/res/v1/web/search");
-        assert_eq!(b.url("/x"), "http://simulator.spin.internal/brave/x");
-        assert_eq!(BaseUrl::parse("https://api.example:8443").unwrap().prefix, "");
-        assert!(BaseUrl::parse("ftp://x").is_none());
-        assert!(BaseUrl::parse("http://").is_none());
-        assert!(BaseUrl::parse("http://u:p@host").is_none());
     }
 
     #[test]

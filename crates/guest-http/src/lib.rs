@@ -10,6 +10,7 @@
 //!   from an upstream with a keepalive, and outgoing calls with connect /
 //!   first-byte / between-bytes timeouts.
 //!
+//! - [`BaseUrl`]: the one parser of the base URLs components call.
 //! - [`hosts`]: the Host allow-list every component checks first (DNS
 //!   rebinding), plain Rust; on wasm32 [`host_allowed`] applies it.
 //!
@@ -23,10 +24,12 @@ mod envelope;
 pub mod headers;
 pub mod hosts;
 mod transport;
+pub mod url;
 
 #[cfg(feature = "envelope")]
 pub use envelope::ApiError;
 pub use transport::{Method, TransportFailure};
+pub use url::BaseUrl;
 
 #[cfg(target_arch = "wasm32")]
 mod body;
