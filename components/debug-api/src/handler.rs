@@ -5,7 +5,7 @@
 //! send keepalives), which drops the upstream request.
 
 use std::cell::RefCell;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use guest_http::{
     call, header, path_and_query, pump, read_request_body, send_error, send_json, start_sse, Outgoing, Pump, Step,
@@ -13,14 +13,14 @@ use guest_http::{
 };
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
-use spin_sdk::key_value::Store;
 use spin_sdk::variables;
 use sse::KEEPALIVE;
 
 use crate::access::{self, Credentials};
 use crate::core::{self, Call, Head, Plan};
-use crate::history::{self, Kv, KvError};
+use crate::history;
 use crate::relay::RelayFlow;
+use guest_http::kv::SpinKv;
 
 #[http_component]
 fn handle(req: IncomingRequest, out: ResponseOutparam) {
@@ -68,7 +68,7 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
                 Ok(reply) => {
                     // The history is a record, not the answer: its failure never fails the read.
                     if let Some(entry) = &reply.remember {
-                        let _ = SpinKv::open().and_then(|kv| history::remember(&kv, entry));
+                        let _ = SpinKv::open_default().and_then(|kv| history::remember(&kv, entry));
                     }
                     send_json(out, reply.status, &reply.body, &[]);
                 }
@@ -76,9 +76,9 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
             }
         }
         Ok(Plan::History { agent_id, redactor }) => {
-            match SpinKv::open().and_then(|kv| history::read(&kv, &agent_id, &redactor)) {
+            match SpinKv::open_default().and_then(|kv| history::read(&kv, &agent_id, &redactor)) {
                 Ok(body) => send_json(out, 200, &body, &[]),
-                Err(KvError) => send_error(out, &core::history_unavailable()),
+                Err(_) => send_error(out, &core::history_unavailable()),
             }
         }
         Ok(Plan::Stream(stream)) => {
@@ -87,7 +87,7 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
             // The stream's clocks: `: t0=` is the wall clock now, every `: t=` the
             // monotonic milliseconds since (see relay.rs).
             let opened_at = Instant::now();
-            let unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+            let unix_ms = guest_http::unix_ms();
             let ms = || opened_at.elapsed().as_millis() as u64;
             let opened = match stream.open(status(&answer), unix_ms) {
                 Ok(opened) => opened,
@@ -130,32 +130,5 @@ fn outgoing(c: &Call) -> Outgoing<'_> {
             first_byte: c.timeout,
             between_bytes: (!c.streaming).then(|| c.timeout.saturating_mul(2)),
         },
-    }
-}
-
-/// Spin's `default` key-value store as the history's [`Kv`].
-struct SpinKv(Store);
-
-impl SpinKv {
-    fn open() -> Result<SpinKv, KvError> {
-        Store::open_default().map(SpinKv).map_err(|_| KvError)
-    }
-}
-
-impl Kv for SpinKv {
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
-        self.0.get(key).map_err(|_| KvError)
-    }
-    fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
-        self.0.set(key, value).map_err(|_| KvError)
-    }
-    fn delete(&self, key: &str) -> Result<(), KvError> {
-        self.0.delete(key).map_err(|_| KvError)
-    }
-    fn exists(&self, key: &str) -> Result<bool, KvError> {
-        self.0.exists(key).map_err(|_| KvError)
-    }
-    fn keys(&self) -> Result<Vec<String>, KvError> {
-        self.0.get_keys().map_err(|_| KvError)
     }
 }

@@ -13,6 +13,7 @@
 //! larger set too, so concurrent trims never delete a snapshot that belongs
 //! in the log.
 
+pub use guest_http::kv::{Kv, KvError};
 use serde_json::Value;
 
 use crate::redact::Redactor;
@@ -23,19 +24,6 @@ pub const MAX_SNAPSHOTS: usize = 500;
 const PREFIX: &str = "debug-api:affect:";
 /// Longest `emitted_at` recorded (RFC 3339 with nanoseconds and an offset is 35).
 const MAX_EMITTED_AT: usize = 40;
-
-/// A key-value store failed (or could not be opened).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KvError;
-
-/// What the log needs of a store (Spin's `key_value::Store` in the component).
-pub trait Kv {
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError>;
-    fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError>;
-    fn delete(&self, key: &str) -> Result<(), KvError>;
-    fn exists(&self, key: &str) -> Result<bool, KvError>;
-    fn keys(&self) -> Result<Vec<String>, KvError>;
-}
 
 /// One snapshot to remember.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,33 +176,9 @@ pub fn rfc3339_ms(text: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
-    use std::collections::BTreeMap;
+    use guest_http::kv::MemKv;
 
     use super::*;
-
-    #[derive(Default)]
-    struct MemKv(RefCell<BTreeMap<String, Vec<u8>>>);
-
-    impl Kv for MemKv {
-        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
-            Ok(self.0.borrow().get(key).cloned())
-        }
-        fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
-            self.0.borrow_mut().insert(key.to_string(), value.to_vec());
-            Ok(())
-        }
-        fn delete(&self, key: &str) -> Result<(), KvError> {
-            self.0.borrow_mut().remove(key);
-            Ok(())
-        }
-        fn exists(&self, key: &str) -> Result<bool, KvError> {
-            Ok(self.0.borrow().contains_key(key))
-        }
-        fn keys(&self) -> Result<Vec<String>, KvError> {
-            Ok(self.0.borrow().keys().cloned().collect())
-        }
-    }
 
     /// A snapshot emitted `second` seconds after 2025-01-01T00:00:00Z.
     fn snapshot(second: u64) -> String {

@@ -52,7 +52,13 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
                 (ApiError::new(500, "storage_error", "the Playground database could not be opened").into(), None)
             }
             (Ok(config), Ok(db)) => {
-                let ctx = Ctx { db: &db, config: &config, now_ms: now_ms(), random: &WasiRandom, egress: &WasiEgress };
+                let ctx = Ctx {
+                    db: &db,
+                    config: &config,
+                    now_ms: guest_http::unix_ms() as i64,
+                    random: &WasiRandom,
+                    egress: &WasiEgress,
+                };
                 (api::handle(&ctx, &request), Some(db))
             }
         };
@@ -86,10 +92,6 @@ fn send_streamed(
             drop(body);
         }
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 fn to_request(req: &IncomingRequest, path: String, query: String) -> Request {

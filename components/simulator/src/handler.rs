@@ -13,38 +13,17 @@ use crate::ledger;
 use crate::providers::{self, Reply};
 use crate::rng::Rng;
 use crate::routes::{bearer_ok, query_param, route, split_path_query, Route, Scope};
-use crate::service::{ApiError, Kv, Sim, TurnTicket};
+use crate::service::{ApiError, Sim, TurnTicket};
 use crate::streams::{self, Chat, Client, Clock, Timed};
 use gateway_ledger::SpinDb;
+use guest_http::kv::SpinKv;
 use guest_http::{read_request_body, send, start_sse, Body, TransportFailure};
 use serde_json::{json, Value};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
-use spin_sdk::key_value::Store;
 
 /// Request bodies larger than this are refused (400).
 const MAX_BODY: usize = 64 * 1024;
-
-struct SpinKv(Store);
-
-impl Kv for SpinKv {
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
-        self.0.get(key).map_err(|e| format!("{e:?}"))
-    }
-    fn set(&self, key: &str, value: &[u8]) -> Result<(), String> {
-        self.0.set(key, value).map_err(|e| format!("{e:?}"))
-    }
-    fn delete(&self, key: &str) -> Result<(), String> {
-        self.0.delete(key).map_err(|e| format!("{e:?}"))
-    }
-    fn keys(&self) -> Result<Vec<String>, String> {
-        self.0.get_keys().map_err(|e| format!("{e:?}"))
-    }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
 
 fn sleep_ms(ms: u64) {
     if ms > 0 {
@@ -62,8 +41,8 @@ fn variable(name: &str) -> String {
 }
 
 fn open_kv() -> Result<SpinKv, ApiError> {
-    Store::open_default().map(SpinKv).map_err(|e| {
-        eprintln!("simulator: cannot open key-value store \"default\": {e:?}");
+    SpinKv::open_default().map_err(|e| {
+        eprintln!("simulator: cannot open key-value store \"default\": {e}");
         ApiError::Internal
     })
 }
@@ -158,7 +137,7 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
         Route::Agents | Route::BraveSearch | Route::LinkupSearch | Route::ChatCompletions { .. } => unreachable!(),
         Route::CreateSession => {
             let result = match read_body(&req) {
-                Ok(body) => sim.create_session(&body, now_ms(), &mut rng),
+                Ok(body) => sim.create_session(&body, guest_http::unix_ms(), &mut rng),
                 Err(e) => Err(e),
             };
             match result {
@@ -174,7 +153,7 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
                 Err(e) => return send_error(out, e),
             }
             let ticket = match read_body(&req) {
-                Ok(body) => sim.begin_turn(&session_id, &body, now_ms(), &mut rng),
+                Ok(body) => sim.begin_turn(&session_id, &body, guest_http::unix_ms(), &mut rng),
                 Err(e) => Err(e),
             };
             match ticket {
@@ -182,7 +161,7 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
                 Err(e) => send_error(out, e),
             }
         }
-        Route::CancelTurn { session_id, turn_id } => match sim.cancel(&session_id, &turn_id, now_ms()) {
+        Route::CancelTurn { session_id, turn_id } => match sim.cancel(&session_id, &turn_id, guest_http::unix_ms()) {
             Ok(()) => send_json(out, 202, &json!({}), &[]),
             Err(e) => send_error(out, e),
         },
@@ -190,11 +169,11 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
             Ok(inv) => send_json(out, 200, &inv, &[]),
             Err(e) => send_error(out, e),
         },
-        Route::Bifrost { session_id } => match sim.bifrost(&session_id, now_ms()) {
+        Route::Bifrost { session_id } => match sim.bifrost(&session_id, guest_http::unix_ms()) {
             Ok(state) => send_json(out, 200, &json!(state), &[]),
             Err(e) => send_error(out, e),
         },
-        Route::Affect => match sim.affect(query_param(query, "agent_id").as_deref(), now_ms()) {
+        Route::Affect => match sim.affect(query_param(query, "agent_id").as_deref(), guest_http::unix_ms()) {
             Ok(snap) => send_json(out, 200, &snap, &[]),
             Err(e) => send_error(out, e),
         },
@@ -242,7 +221,7 @@ fn send_inference_error(out: ResponseOutparam, err: InferenceError) {
 /// row and its first steps are written, the reply streams, and the last steps are written
 /// before the final chunk, so a client that has seen `[DONE]` finds the trace complete.
 fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &str, gateway: &str) {
-    let started = now_ms();
+    let started = guest_http::unix_ms();
     let token = match inference::request_token(&header_values(&req, "authorization")) {
         Ok(t) => t,
         Err(e) => return send_inference_error(out, e),
@@ -256,12 +235,12 @@ fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &str, g
             return send_inference_error(out, InferenceError::Internal);
         }
     };
-    let now_s = (now_ms() / 1000) as i64;
+    let now_s = (guest_http::unix_ms() / 1000) as i64;
     let grant = match ledger::authorize(&db, &token_hash, tenant, gateway, now_s) {
         Ok(g) => g,
         Err(e) => return send_inference_error(out, e),
     };
-    let auth_ended = now_ms();
+    let auth_ended = guest_http::unix_ms();
     let chat = match read_body(&req) {
         Ok(body) => inference::parse_chat(&body),
         Err(e) => Err(InferenceError::BadRequest(match e {
@@ -299,7 +278,7 @@ struct WasiClock;
 
 impl Clock for WasiClock {
     fn now_ms(&self) -> u64 {
-        now_ms()
+        guest_http::unix_ms()
     }
     fn sleep_ms(&mut self, ms: u64) {
         sleep_ms(ms)

@@ -37,12 +37,7 @@ pub const RECENT_TURNS: usize = 32;
 pub const MAX_END_USER_ID_CHARS: usize = 256;
 pub const MAX_TEXT_CHARS: usize = 16_384;
 
-pub trait Kv {
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String>;
-    fn set(&self, key: &str, value: &[u8]) -> Result<(), String>;
-    fn delete(&self, key: &str) -> Result<(), String>;
-    fn keys(&self) -> Result<Vec<String>, String>;
-}
+pub use guest_http::kv::{Kv, KvError};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ApiError {
@@ -379,28 +374,8 @@ impl<'a, K: Kv> Sim<'a, K> {
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use std::cell::RefCell;
-    use std::collections::BTreeMap;
 
-    #[derive(Default)]
-    pub struct MemKv(pub RefCell<BTreeMap<String, Vec<u8>>>);
-
-    impl Kv for MemKv {
-        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
-            Ok(self.0.borrow().get(key).cloned())
-        }
-        fn set(&self, key: &str, value: &[u8]) -> Result<(), String> {
-            self.0.borrow_mut().insert(key.to_owned(), value.to_vec());
-            Ok(())
-        }
-        fn delete(&self, key: &str) -> Result<(), String> {
-            self.0.borrow_mut().remove(key);
-            Ok(())
-        }
-        fn keys(&self) -> Result<Vec<String>, String> {
-            Ok(self.0.borrow().keys().cloned().collect())
-        }
-    }
+    pub use guest_http::kv::MemKv;
 
     const NOW: u64 = 1_796_000_000_000;
 

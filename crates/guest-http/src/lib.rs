@@ -10,6 +10,7 @@
 //!   from an upstream with a keepalive, and outgoing calls with connect /
 //!   first-byte / between-bytes timeouts.
 //!
+//! - [`kv`]: the key-value store the components keep state in.
 //! - [`BaseUrl`]: the one parser of the base URLs components call.
 //! - [`hosts`]: the Host allow-list every component checks first (DNS
 //!   rebinding), plain Rust; on wasm32 [`host_allowed`] applies it.
@@ -23,12 +24,13 @@ mod deadline;
 mod envelope;
 pub mod headers;
 pub mod hosts;
+pub mod kv;
 mod transport;
 pub mod url;
 
 #[cfg(feature = "envelope")]
 pub use envelope::ApiError;
-pub use transport::{Method, TransportFailure};
+pub use transport::{unix_ms, Method, TransportFailure};
 pub use url::BaseUrl;
 
 #[cfg(target_arch = "wasm32")]

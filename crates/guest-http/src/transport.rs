@@ -21,3 +21,9 @@ pub enum TransportFailure {
     /// The body was larger than the caller's bound (the rest was not read).
     TooLarge,
 }
+
+/// The wall clock in Unix milliseconds (0 before 1970), the one reading of
+/// it every component takes.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
