@@ -4,7 +4,7 @@
 //! memory. A grown memory costs twice per request on Spin's pooling allocator
 //! and the repo's host alike: the grow, then an `mprotect` back to the
 //! initial size when the slot is reused, whose TLB shootdown interrupts the
-//! other cores. Measured in BENCHMARKS.md (issue 9's static targets).
+//! other cores. Measured in BENCHMARKS.md (the static GET's ratios).
 fn main() {
     println!("cargo:rustc-link-arg-cdylib=--initial-memory={}", 1280 * 1024);
 }

@@ -458,7 +458,7 @@ async fn inv_admin_key_affect_history_holds_only_redacted_snapshots() {
     }
 }
 
-/// The admin stream at full speed (issue 14): 20,000 events flooded as fast as
+/// The admin stream at full speed: 20,000 events flooded as fast as
 /// the proxy takes them, in chunks that each end in the middle of a key, the
 /// keys raw, in event names, as JSON object keys and hidden behind JSON
 /// escapes (`\u0061...`, which any JSON reader decodes). Every event arrives

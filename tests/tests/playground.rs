@@ -1,4 +1,4 @@
-//! The Playground API (`/admin/v1/...`, issue 5 / seed 001) through the real
+//! The Playground API (`/admin/v1/...`, seed 001) through the real
 //! host, the repo's spin.toml and the built playground.wasm, with the demo
 //! world seeded and the web-search providers pointed at scripted mocks.
 
@@ -1144,7 +1144,7 @@ async fn no_token_password_or_key_where_it_should_not_be() {
     }
 }
 
-// ---- outgoing bodies: content-length, early answers (issue 13 point 5) ------------------------
+// ---- outgoing bodies: content-length, early answers ---------------------------------------------
 
 /// What an upstream, WAF or proxy that refuses chunked requests answers 411 to: a body
 /// without `content-length`, or one sent with `transfer-encoding`.
@@ -1339,7 +1339,7 @@ async fn without_a_demo_password_the_demo_users_get_a_random_one_shown_once_in_t
     assert!(!p.app.log()[log.len()..].contains(&password), "never again");
 }
 
-// ---- the demo password (issue 13 point 4) -------------------------------------------------------
+// ---- the demo password --------------------------------------------------------------------------
 
 fn password_hashes(p: &Playground) -> Vec<(String, String)> {
     let rows = p.sql("SELECT email, password_hash FROM users ORDER BY email");

@@ -659,7 +659,7 @@ async fn the_playground_search_probe_reads_both_fake_providers() {
         for r in results {
             assert_eq!(keys(r), ["snippet", "title", "url"], "{provider}: {r}");
         }
-        // Provider markup and entities arrive as plain text (issue 13): the hostile
+        // Provider markup and entities arrive as plain text: the hostile
         // result's tags are gone, its entities decoded, its escaped text kept as text.
         let text = |r: &Value, k: &str| r[k].as_str().unwrap().to_owned();
         for r in results {
@@ -677,7 +677,7 @@ async fn the_playground_search_probe_reads_both_fake_providers() {
 }
 
 /// `POST /admin/v1/gw/{tenant}/{gateway}/v1/chat/completions`: the Playground's same-origin
-/// pass-through to the inference endpoint (issue 6).
+/// pass-through to the inference endpoint.
 async fn infer_via_playground(
     app: &TestApp,
     tenant: &str,

@@ -975,7 +975,7 @@ fn no_password_hash_key_or_token_hash_in_any_response() {
     assert!(!minted.is_empty());
 }
 
-// ---- the demo password (issue 13 point 4) ------------------------------------------------
+// ---- the demo password ---------------------------------------------------------------------
 
 fn password_hashes(w: &World) -> Vec<(String, String)> {
     let rows = w.db.query("SELECT email, password_hash FROM users ORDER BY email", &[]).unwrap();

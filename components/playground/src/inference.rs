@@ -1,4 +1,4 @@
-//! The same-origin inference pass-through (issue 6):
+//! The same-origin inference pass-through:
 //! `POST /admin/v1/gw/{tenant_slug}/{gateway_slug}/v1/chat/completions`.
 //!
 //! The console's CSP allows `connect-src 'self'` and the gateway inference

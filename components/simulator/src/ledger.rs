@@ -6,8 +6,9 @@
 //! with; here is only what the simulator decides: which refusal a lookup gives, and that a
 //! failed trace write is logged, never fatal.
 //!
-//! One statement per call, values always bound as `?` parameters, no transactions (the host
-//! shares one connection between concurrent requests). The simulator never creates or
+//! One statement per call, values always bound as `?` parameters; every write stands on its
+//! own (a trace and its steps need no transaction: a reader sees the steps written so
+//! far). The simulator never creates or
 //! migrates these tables: before the Playground has run its migrations, every token is
 //! simply unknown (401 `invalid_token`).
 

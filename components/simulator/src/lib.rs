@@ -24,7 +24,7 @@
 //! - [`inference`]: `/inference/{tenant}/{gateway}/v1/chat/completions` — token format and
 //!   hash, chat body, reply script, chunk framing, trace step data.
 //! - [`ledger`]: the Playground's SQLite tables as inference uses them (token lookup,
-//!   trace writes), behind a small `Sql` trait.
+//!   trace writes), through `gateway-ledger`'s `Db`.
 //! - [`sse`], [`time`], [`rng`], [`model`]: framing, RFC 3339, PRNG, serde types.
 //!
 //! Demo switches (details in `turn` and `catalog`):

@@ -3,7 +3,7 @@
 //! the native tests on rusqlite ([`crate::testing::MemDb`]).
 //!
 //! Rules every caller follows (Spin's host runs only the FIRST statement of a text, and
-//! concurrent requests share one connection, so no transactions):
+//! every `open` is a connection of its own, so concurrent requests race on the file):
 //! - one statement per call, values always bound as `?` parameters, never formatted into
 //!   the SQL text;
 //! - every write is atomic on its own and idempotent where a race is possible

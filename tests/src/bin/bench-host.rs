@@ -10,7 +10,7 @@
 //! serve a generated 32 KB index.html, precompressed as the build does.
 //!
 //! With `wrk` on PATH and a spin binary, it then measures the runtime floor the
-//! way the Spin figures of issue 14 were taken: `wrk -t1 -c2` on the trivial
+//! way the runtime-floor figures in BENCHMARKS.md were taken: `wrk -t1 -c2` on the trivial
 //! component, host and Spin alternating for WRK_ROUNDS rounds.
 
 use std::net::SocketAddr;

@@ -1,4 +1,4 @@
-//! The Playground API (issue 5) through the real host, the repo's spin.toml
+//! The Playground API through the real host, the repo's spin.toml
 //! and the built playground.wasm, every scenario against a baseline measured
 //! in the same run:
 //!
