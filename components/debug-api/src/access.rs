@@ -14,8 +14,8 @@ use std::time::Duration;
 use guest_http::{ApiError, Method, TransportFailure};
 use serde_json::Value;
 
-use crate::core::Call;
 use crate::error;
+use crate::plan::Call;
 
 /// The Playground's own answer to "who is this session?" (`GET
 /// /admin/v1/auth/me`). Spin routes a chained request as `/...`, so the

@@ -1,4 +1,4 @@
-//! Spin entry point. Every decision is in [`crate::core`]; this file reads
+//! Spin entry point. Every decision is in [`crate::plan`]; this file reads
 //! the request, performs the planned upstream call with the kit, and sends.
 //!
 //! A client that leaves ends this instance at its next write (the streams
@@ -17,8 +17,8 @@ use spin_sdk::variables;
 use sse::KEEPALIVE;
 
 use crate::access::{self, Credentials};
-use crate::core::{self, Call, Head, Plan};
 use crate::history;
+use crate::plan::{self, Call, Head, Plan};
 use crate::relay::RelayFlow;
 use guest_http::kv::SpinKv;
 
@@ -57,8 +57,8 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
         origin: origin.as_deref(),
         host: host.as_deref(),
     };
-    let plan = core::plan(&head, |name| variables::get(name).ok(), |limit| read_request_body(&req, limit));
-    match plan {
+    let planned = plan::plan(&head, |name| variables::get(name).ok(), |limit| read_request_body(&req, limit));
+    match planned {
         Err(e) => send_error(out, &e),
         Ok(Plan::Fetch(fetch)) => {
             let answer = call(&outgoing(&fetch.call));
@@ -78,7 +78,7 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
         Ok(Plan::History { agent_id, redactor }) => {
             match SpinKv::open_default().and_then(|kv| history::read(&kv, &agent_id, &redactor)) {
                 Ok(body) => send_json(out, 200, &body, &[]),
-                Err(_) => send_error(out, &core::history_unavailable()),
+                Err(_) => send_error(out, &plan::history_unavailable()),
             }
         }
         Ok(Plan::Stream(stream)) => {

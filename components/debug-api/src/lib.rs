@@ -5,7 +5,7 @@
 //!
 //! - `handler` (wasm32 only): the Spin entry point; it moves bytes with
 //!   `guest-http` and decides nothing.
-//! - [`core`]: every decision: route + body + variables in, a typed answer
+//! - [`plan`]: every decision: route + body + variables in, a typed answer
 //!   or an upstream call plan out, and what the upstream's answer means.
 //! - [`access`]: the optional `console_access = "signed-in"` session check.
 //! - [`routes`]: route table and validation of every browser-supplied value.
@@ -15,9 +15,9 @@
 //! - [`redact`]: keys in an upstream body never leave the server.
 
 pub mod access;
-pub mod core;
 pub mod error;
 pub mod history;
+pub mod plan;
 pub mod redact;
 pub mod relay;
 pub mod routes;
