@@ -22,7 +22,7 @@ const at = (i) => P[((i % n) + n) % n];
 const ALLOWED_TAGS = new Set(['HEADER', 'H1', 'LABEL', 'SELECT', 'OPTION', 'BUTTON', 'SPAN', 'MAIN', 'SECTION', 'H2', 'DIV',
   'FORM', 'TEXTAREA', 'OL', 'UL', 'LI', 'INPUT', 'P', 'PRE', 'DETAILS', 'SUMMARY', 'DL', 'DT', 'DD', 'SCRIPT']);
 const ALLOWED_ATTRS = new Set(['id', 'class', 'role', 'aria-label', 'aria-live', 'aria-pressed', 'type', 'disabled', 'placeholder',
-  'rows', 'for', 'title', 'value', 'hidden', 'data-search', 'data-error-code']);
+  'rows', 'for', 'title', 'value', 'hidden', 'data-search', 'data-error-code', 'tabindex']);
 
 function snapshot(agentId, emittedAt, pleasure, context = 'steady collaboration') {
   return {

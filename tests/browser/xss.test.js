@@ -20,7 +20,7 @@ const PHRASES = ['is thinking', 'is weighing it', 'is reasoning', 'is considerin
 const ALLOWED_TAGS = new Set(['HEADER', 'H1', 'LABEL', 'SELECT', 'OPTION', 'BUTTON', 'SPAN', 'MAIN', 'SECTION', 'H2', 'DIV',
   'FORM', 'TEXTAREA', 'OL', 'UL', 'LI', 'INPUT', 'P', 'PRE', 'DETAILS', 'SUMMARY', 'DL', 'DT', 'DD', 'SCRIPT']);
 const ALLOWED_ATTRS = new Set(['id', 'class', 'role', 'aria-label', 'aria-live', 'aria-pressed', 'type', 'disabled', 'placeholder',
-  'rows', 'for', 'title', 'value', 'hidden', 'data-search', 'data-error-code']);
+  'rows', 'for', 'title', 'value', 'hidden', 'data-search', 'data-error-code', 'tabindex']);
 
 function scenario() {
   const bifrostCaps = Object.fromEntries(S.slice(0, 24).map((p, i) => [p, S[(i + 7) % S.length]]));

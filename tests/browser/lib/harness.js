@@ -155,11 +155,13 @@ async function launchBrowser({ args = [] } = {}) {
  * `allowNetworkErrors`: [{ path: RegExp, status: number }] — resource-load errors
  * Chromium logs to the console for an expected HTTP status (e.g. the affect 404
  * "no snapshot yet"), which are not the page's errors.
+ * `initScripts`: more functions to run before the page's own script (e.g. an observer).
  */
-async function openConsole(browser, baseUrl, { viewport = { width: 1280, height: 800 }, allowNetworkErrors = [] } = {}) {
+async function openConsole(browser, baseUrl, { viewport = { width: 1280, height: 800 }, allowNetworkErrors = [], initScripts = [] } = {}) {
   const context = await browser.newContext({ viewport });
   const page = await context.newPage();
   await page.addInitScript(INSTRUMENT);
+  for (const script of initScripts) await page.addInitScript(script);
   const problems = { consoleErrors: [], pageErrors: [], dialogs: [], requests: [] };
   page.on('console', (msg) => {
     if (msg.type() !== 'error') return;
