@@ -88,6 +88,9 @@ describe('the two views (simulator)', () => {
       for (const size of [{ width: 1400, height: 900 }, { width: 420, height: 800 }]) {
         await page.setViewportSize(size);
         await page.click('#tab-console');
+        // The tab sets the fragment; the view changes on hashchange, a task later:
+        // measured before it, the console is still hidden and its box 0 px wide.
+        await h.waitFor(page, () => !document.getElementById('console-view').hidden, undefined, { what: 'the console view' });
         const con = await composerFill(page, 'message');
         await page.click('#tab-playground');
         await h.waitFor(page, () => !document.getElementById('playground-view').hidden, undefined, { what: 'the playground view' });
