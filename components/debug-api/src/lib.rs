@@ -10,7 +10,7 @@
 //! - [`access`]: the optional `console_access = "signed-in"` session check.
 //! - [`routes`]: route table and validation of every browser-supplied value.
 //! - [`error`]: the API's `{"error_code": ...}` envelopes (the kit's `ApiError`).
-//! - [`relay`]: the turn-stream relay and the admin relay (`sse::AdminEventFilter`).
+//! - [`relay`]: the turn-stream relay and the admin relay (`admin_events::AdminEventFilter`).
 //! - [`history`]: the durable affect history (one key-value key per snapshot).
 //! - [`redact`]: keys in an upstream body never leave the server.
 

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
+use admin_events::StreamError;
 use guest_http::{ApiError, BaseUrl, Method, TransportFailure};
 use serde_json::{json, Map, Value};
-use sse::StreamError;
 
 use crate::error;
 use crate::history::{self, Entry};

@@ -6,7 +6,7 @@
 //!   see [`Joined`]). If the upstream ends without a
 //!   terminal event, the browser is told so with one typed `error` event
 //!   instead of a turn that silently never finishes.
-//! - [`AdminRelay`]: the admin firehose through `sse::AdminEventFilter`
+//! - [`AdminRelay`]: the admin firehose through `admin_events::AdminEventFilter`
 //!   (INV-FILTER), redacted whole frames at a time.
 //!
 //! Timing stamps: every event frame a relay writes is preceded, inside its
@@ -19,7 +19,8 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use sse::{encode_event, AdminEventFilter, Flow, ItemRef, Parser, StreamError};
+use admin_events::{AdminEventFilter, Flow, StreamError};
+use sse::{encode_event, ItemRef, Parser};
 
 use crate::redact::{Joined, Redactor};
 

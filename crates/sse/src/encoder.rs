@@ -80,11 +80,6 @@ pub fn encode_comment(out: &mut String, text: &str) {
 /// The keepalive frame a proxy sends to hold an idle stream open.
 pub const KEEPALIVE: &str = ": keepalive\n\n";
 
-/// Appends [`KEEPALIVE`].
-pub fn encode_keepalive(out: &mut String) {
-    out.push_str(KEEPALIVE);
-}
-
 fn push_field(out: &mut String, name: &str, value: &str) {
     out.reserve(name.len() + value.len() + 3);
     out.push_str(name);
@@ -236,9 +231,7 @@ mod tests {
 
     #[test]
     fn keepalive_is_a_comment() {
-        let mut out = String::new();
-        encode_keepalive(&mut out);
-        assert_eq!(out, ": keepalive\n\n");
-        assert_eq!(parse(&out), vec![Item::Comment("keepalive".into())]);
+        assert_eq!(KEEPALIVE, ": keepalive\n\n");
+        assert_eq!(parse(KEEPALIVE), vec![Item::Comment("keepalive".into())]);
     }
 }

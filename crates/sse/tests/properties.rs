@@ -2,10 +2,13 @@
 //! that no input panics or grows memory past the limits.
 
 use proptest::prelude::*;
-use sse::{
-    encode_comment, encode_event, AdminEventFilter, EncodeError, Event, Flow, Item, Limits, Parser, SseError,
-    ADMIN_EVENT_NAME, STREAM_ERROR_NAME,
-};
+// The generators, compiled into this test (the feature `strategies` exports
+// them to other crates' tests).
+#[path = "../src/strategies.rs"]
+mod strategies;
+
+use sse::{encode_comment, encode_event, EncodeError, Event, Item, Limits, Parser, SseError};
+use strategies::{hostile_bytes, tricky_text};
 
 /// Everything a parser produced for a stream, error included.
 #[derive(Debug, PartialEq)]
@@ -44,22 +47,6 @@ fn split_at_points(bytes: &[u8], points: &[usize]) -> Vec<Vec<u8>> {
     }
     chunks.push(bytes[start..].to_vec());
     chunks
-}
-
-/// Text with the characters that matter to SSE over-represented.
-fn tricky_text(max_len: usize) -> impl Strategy<Value = String> {
-    let ch = prop_oneof![
-        4 => any::<char>(),
-        2 => Just('\n'),
-        2 => Just('\r'),
-        1 => Just(':'),
-        1 => Just(' '),
-        1 => Just('\u{FEFF}'),
-        1 => Just('é'),
-        1 => Just('😀'),
-        1 => Just('\0'),
-    ];
-    prop::collection::vec(ch, 0..max_len).prop_map(String::from_iter)
 }
 
 /// A single-line value (what `event` and `id` may carry).
@@ -127,54 +114,6 @@ fn valid_stream() -> impl Strategy<Value = Vec<u8>> {
             bytes.extend_from_slice(text.as_bytes());
             bytes
         })
-}
-
-/// Arbitrary bytes mixed with valid fragments, partial UTF-8 and line ends.
-fn hostile_bytes(max_pieces: usize) -> impl Strategy<Value = Vec<u8>> {
-    let piece = prop_oneof![
-        3 => prop::collection::vec(any::<u8>(), 0..24),
-        2 => prop::sample::select(vec![
-            &b"data: "[..], b"data:", b"data", b"id: 1", b"id: ", b"id: 18446744073709551616", b"event: ",
-            b"event: system.heartbeat", b"event: turn.started", b"retry: 100", b"retry: x", b":", b": keepalive",
-            b"\n", b"\r", b"\r\n", b"\n\n", b"\xEF\xBB\xBF", b"\xEF\xBB", b"\xF0\x9F", b"\x98\x80", b"\xC3", b"\0",
-            b"{\"session_id\":\"s\"}", b"{}", b"[]",
-        ])
-        .prop_map(<[u8]>::to_vec),
-        1 => tricky_text(16).prop_map(String::into_bytes),
-    ];
-    prop::collection::vec(piece, 0..max_pieces).prop_map(|pieces| pieces.concat())
-}
-
-/// Mostly well-formed admin streams: valid and invalid ids, every kind of
-/// type, data of the right and the wrong shape, with hostile bytes between.
-fn admin_stream() -> impl Strategy<Value = Vec<u8>> {
-    let id = prop::sample::select(vec![Some("1"), Some("42"), Some("007"), None, Some(""), Some("+1"), Some("x")]);
-    let ty = prop::sample::select(vec![
-        None,
-        Some("system.heartbeat"),
-        Some("system.restart"),
-        Some("turn.started"),
-        Some("key.rotated"),
-        Some("system"),
-    ]);
-    let data = prop::sample::select(vec![
-        r#"{"session_id":"s"}"#,
-        r#"{"session_id":"t","timestamp":"T"}"#,
-        r#"{"session_id":""}"#,
-        r#"{"session_id":1}"#,
-        "{}",
-        "[]",
-        "x",
-    ]);
-    let frame = prop_oneof![
-        8 => (id, ty, data).prop_map(|(id, ty, data)| {
-            let mut out = String::new();
-            encode_event(&mut out, ty, id, data).expect("single-line values");
-            out.into_bytes()
-        }),
-        1 => hostile_bytes(3),
-    ];
-    prop::collection::vec(frame, 0..12).prop_map(|frames| frames.concat())
 }
 
 /// The parser's buffers never exceed a fixed multiple of the limits: the
@@ -310,56 +249,5 @@ proptest! {
         }
         parser.finish();
         prop_assert_eq!(parser.error(), None);
-    }
-
-    #[test]
-    fn filter_output_is_always_well_formed(
-        bytes in prop_oneof![hostile_bytes(64), admin_stream()],
-        chunk_size in 1usize..48,
-        session in prop::option::of(prop::sample::select(vec!["s", ""])),
-    ) {
-        let mut filter = AdminEventFilter::with_limits(
-            session.map(str::to_owned),
-            Limits { max_line_bytes: 256, max_event_bytes: 256 },
-        );
-        let mut out = String::new();
-        let mut flow = Flow::Continue;
-        for chunk in bytes.chunks(chunk_size) {
-            flow = filter.feed(chunk, &mut out);
-            if flow != Flow::Continue {
-                break;
-            }
-        }
-        if flow == Flow::Continue {
-            flow = filter.finish(&mut out);
-        }
-        prop_assert!(matches!(flow, Flow::Stop(_)));
-
-        // Downstream: only admin_event frames, then exactly one stream_error.
-        let parsed = parse_chunks(Limits::default(), [out.as_bytes()]);
-        prop_assert_eq!(parsed.error, None);
-        prop_assert!(!parsed.discarded_at_eof);
-        let names: Vec<&str> = parsed
-            .items
-            .iter()
-            .map(|item| match item {
-                Item::Event(ev) => ev.event.as_str(),
-                Item::Comment(_) => "comment",
-            })
-            .collect();
-        let (last, rest) = names.split_last().expect("at least the stream_error frame");
-        prop_assert_eq!(*last, STREAM_ERROR_NAME);
-        prop_assert!(rest.iter().all(|name| *name == ADMIN_EVENT_NAME), "{:?}", names);
-        for item in &parsed.items[..rest.len()] {
-            let Item::Event(ev) = item else { unreachable!() };
-            let payload: serde_json::Value = serde_json::from_str(&ev.data).expect("payload is JSON");
-            let ty = payload["type"].as_str().expect("type");
-            prop_assert!(ty != "system.heartbeat");
-            if !ty.starts_with("system.") {
-                prop_assert!(session.is_some(), "no session forwards only system events");
-                prop_assert_eq!(payload["data"]["session_id"].as_str(), session);
-            }
-            prop_assert_eq!(ev.id.clone(), Some(payload["id"].as_u64().expect("id").to_string()));
-        }
     }
 }

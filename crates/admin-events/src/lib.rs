@@ -9,8 +9,7 @@ use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::encoder::encode_event;
-use crate::parser::{Event, EventRef, ItemRef, Limits, Parser, SseError};
+use sse::{encode_event, Event, EventRef, ItemRef, Limits, Parser, SseError};
 
 /// The fixed downstream event name: the dotted type rides in the payload so
 /// one browser listener renders every type.
@@ -250,9 +249,9 @@ pub enum Flow {
     Stop(StreamError),
 }
 
-/// Running counts, e.g. for logs or to notice upstream keepalives.
+/// Running counts: what the filter saw and passed on (its tests read them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FilterStats {
+pub(crate) struct FilterStats {
     /// Valid admin events parsed (forwarded or not).
     pub events: u64,
     /// Events written downstream.
@@ -306,7 +305,8 @@ impl AdminEventFilter {
         self.prefix.push_str(prefix);
     }
 
-    pub fn stats(&self) -> FilterStats {
+    #[cfg(test)]
+    pub(crate) fn stats(&self) -> FilterStats {
         self.stats
     }
 
@@ -540,8 +540,8 @@ impl<'de> Visitor<'de> for ScalarVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parser::Item;
     use serde_json::json;
+    use sse::Item;
 
     fn sse(id: Option<&str>, event: &str, data: &str) -> Event {
         Event { id: id.map(str::to_owned), event: event.into(), data: data.into(), retry: None }

@@ -2,12 +2,13 @@
 //! mixed with ~200-byte JSON events of a few sessions, fed in network-sized
 //! chunks.
 //!
-//! `cargo bench -p sse --bench throughput -- --warm-up-time 1 --measurement-time 3`
+//! `cargo bench -p admin-events --bench throughput -- --warm-up-time 1 --measurement-time 3`
 
 use std::hint::black_box;
 
+use admin_events::{AdminEventFilter, Flow};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use sse::{AdminEventFilter, Flow, ItemRef, Parser};
+use sse::{ItemRef, Parser};
 
 const CHUNK: usize = 16 * 1024;
 
