@@ -8,8 +8,13 @@
 //! connection) and checks the answer: the route and method are documented (or
 //! the answer is the documented `x-unlisted` 404 / 405), the status is listed
 //! for the operation, the content type is one it lists, the body matches its
-//! schema (event streams: every event's data matches `x-sse-events`), and
-//! every required documented header is present and matches its schema.
+//! schema, and every required documented header is present and matches its
+//! schema. An event stream is checked event by event against its OpenAPI 3.2
+//! `itemSchema`: each event, as the object of its SSE fields (`event`,
+//! `data`, `id`, `retry`), must match it, and a `data` documented as
+//! `contentMediaType: application/json` must be JSON that matches its
+//! `contentSchema` (which JSON Schema itself only annotates; here, as in
+//! Schemathesis, it is asserted).
 //!
 //! A violation is printed to stderr and answered as `599` with the reasons
 //! (an event stream is cut instead), so the test that made the request fails;
@@ -43,6 +48,81 @@ pub struct Document {
     pub root: Value,
     templates: Vec<(String, Vec<String>)>,
     validators: Mutex<HashMap<String, Arc<jsonschema::Validator>>>,
+}
+
+/// The media type whose `contentSchema` is asserted.
+const JSON_CONTENT: &str = "application/json";
+
+/// A schema at `target`, with `components` beside it so `#/components/...`
+/// refs resolve, compiled as JSON Schema 2020-12 with `contentMediaType:
+/// application/json` asserted ([`JsonContent`]).
+fn compile(components: &Arc<Value>, target: &Value) -> Result<jsonschema::Validator, String> {
+    let wrapped = serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "components": **components,
+        "$defs": { "target": target },
+        "$ref": "#/$defs/target",
+    });
+    let for_content = components.clone();
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .with_keyword("contentMediaType", move |parent: &serde_json::Map<String, Value>, value: &Value, _| {
+            JsonContent::new(&for_content, parent, value)
+                .map(|k| Box::new(k) as Box<dyn for<'i> jsonschema::Keyword<'i>>)
+                .map_err(jsonschema::ValidationError::custom)
+        })
+        .build(&wrapped)
+        .map_err(|e| e.to_string())
+}
+
+/// `contentMediaType: application/json` (with its sibling `contentSchema`)
+/// as an assertion: a string instance must be JSON that matches the
+/// content schema. Other media types, and non-string instances, pass.
+struct JsonContent {
+    /// `None`: not JSON content.
+    json: Option<Option<Arc<jsonschema::Validator>>>,
+}
+
+impl JsonContent {
+    fn new(components: &Arc<Value>, parent: &serde_json::Map<String, Value>, value: &Value) -> Result<Self, String> {
+        if value.as_str().map(essence).as_deref() != Some(JSON_CONTENT) {
+            return Ok(JsonContent { json: None });
+        }
+        let schema = match parent.get("contentSchema") {
+            None => None,
+            Some(schema) => Some(Arc::new(compile(components, schema).map_err(|e| format!("contentSchema: {e}"))?)),
+        };
+        Ok(JsonContent { json: Some(schema) })
+    }
+
+    fn errors(&self, instance: &Value) -> Vec<String> {
+        let (Some(schema), Some(text)) = (&self.json, instance.as_str()) else { return Vec::new() };
+        let parsed: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => return vec![format!("{JSON_CONTENT} content that is not JSON ({e})")],
+        };
+        match schema {
+            None => Vec::new(),
+            Some(v) => v
+                .iter_errors(&parsed)
+                .take(5)
+                .map(|e| format!("its JSON does not match contentSchema: {e} at {}", e.instance_path()))
+                .collect(),
+        }
+    }
+}
+
+impl<'i> jsonschema::Keyword<'i> for JsonContent {
+    fn validate(&self, instance: &'i Value) -> Result<(), jsonschema::ValidationError<'i>> {
+        match self.errors(instance).as_slice() {
+            [] => Ok(()),
+            errors => Err(jsonschema::ValidationError::custom(errors.join("; "))),
+        }
+    }
+
+    fn is_valid(&self, instance: &'i Value) -> bool {
+        self.errors(instance).is_empty()
+    }
 }
 
 pub fn document() -> &'static Document {
@@ -197,16 +277,9 @@ impl Document {
             return Ok(v.clone());
         }
         let schema = self.root.pointer(pointer).ok_or_else(|| format!("no schema at {pointer}"))?;
-        let wrapped = serde_json::json!({
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "components": self.root["components"],
-            "$defs": { "target": schema },
-            "$ref": "#/$defs/target",
-        });
-        let validator = jsonschema::options()
-            .with_draft(jsonschema::Draft::Draft202012)
-            .build(&wrapped)
-            .map_err(|e| format!("the schema at {pointer} does not compile: {e}"))?;
+        let components = Arc::new(self.root["components"].clone());
+        let validator =
+            compile(&components, schema).map_err(|e| format!("the schema at {pointer} does not compile: {e}"))?;
         let validator = Arc::new(validator);
         self.validators.lock().unwrap().insert(pointer.to_string(), validator.clone());
         Ok(validator)
@@ -232,8 +305,7 @@ fn header<'a>(headers: &'a http::HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Checks a response's head (status, content type, headers). Returns the
-/// violations and, for an event stream, the `x-sse-events` object.
+/// Checks a response's head (status, content type, headers).
 pub fn check_head(doc: &Document, exp: &Expectation, status: u16, headers: &http::HeaderMap) -> Vec<String> {
     let mut out = Vec::new();
     let label = &exp.label;
@@ -331,25 +403,28 @@ pub fn check_body(doc: &Document, exp: &Expectation, headers: &http::HeaderMap, 
     }
 }
 
-/// Checks one event of a documented event stream.
-pub fn check_event(doc: &Document, exp: &Expectation, event: &str, data: &str) -> Vec<String> {
+/// Checks one event of a documented event stream against the stream's
+/// `itemSchema`: the event as the object of its SSE fields, `data` always a
+/// string (an absent `event` reads as `message`, `id` is the last event ID).
+pub fn check_event(doc: &Document, exp: &Expectation, event: &sse::Event) -> Vec<String> {
     let label = &exp.label;
-    let Some(spec) = exp.response.as_ref().and_then(|r| r.get("x-sse-events")) else {
-        return vec![format!("{label}: an event stream without x-sse-events")];
-    };
-    let (spec, spec_pointer) = doc.resolve(spec);
-    let Some(events) = spec.get("events").and_then(Value::as_object) else {
-        return vec![format!("{label}: x-sse-events has no events")];
-    };
-    if !events.contains_key(event) {
-        if spec.get("other-events").is_some() {
-            return Vec::new();
-        }
-        return vec![format!("{label}: event {event:?} is not one of {:?}", events.keys().collect::<Vec<_>>())];
+    let pointer = format!("{}/content/{}/itemSchema", exp.pointer, escape_pointer("text/event-stream"));
+    if doc.root.pointer(&pointer).is_none() {
+        return vec![format!("{label}: an event stream without an itemSchema")];
     }
-    let value = serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_string()));
-    let base = spec_pointer.unwrap_or_else(|| format!("{}/x-sse-events", exp.pointer));
-    doc.validate(&format!("{base}/events/{}", escape_pointer(event)), &value, &format!("{label}: event {event}"))
+    doc.validate(&pointer, &sse_item(event), &format!("{label}: event {:?}", event.event))
+}
+
+/// An SSE event as OpenAPI 3.2 models it: `{event, data, id?, retry?}`.
+pub fn sse_item(event: &sse::Event) -> Value {
+    let mut item = serde_json::json!({ "event": event.event, "data": event.data });
+    if let Some(id) = &event.id {
+        item["id"] = id.clone().into();
+    }
+    if let Some(retry) = event.retry {
+        item["retry"] = retry.into();
+    }
+    item
 }
 
 fn report(label: &str, violations: &[String]) {
@@ -570,7 +645,7 @@ impl Body for StreamCheck {
             let mut violations = Vec::new();
             for item in events {
                 if let sse::Item::Event(e) = item {
-                    violations.extend(check_event(doc, exp, &e.event, &e.data));
+                    violations.extend(check_event(doc, exp, &e));
                 }
             }
             if !violations.is_empty() {
@@ -638,16 +713,73 @@ mod tests {
         assert!(check_head(doc, &exp, 429, &h).iter().any(|v| v.contains("Retry-After")));
     }
 
+    fn event(name: &str, id: Option<&str>, data: &str) -> sse::Event {
+        sse::Event { id: id.map(str::to_string), event: name.to_string(), data: data.to_string(), retry: None }
+    }
+
     #[test]
-    fn stream_events_are_checked_against_x_sse_events() {
+    fn admin_stream_events_are_checked_against_the_item_schema_and_its_content_schemas() {
         let doc = document();
         let exp = doc.expect("GET", "/api/admin/events", 200).unwrap();
+        let ok = |e: &sse::Event| assert_eq!(check_event(doc, &exp, e), Vec::<String>::new(), "{e:?}");
+        let bad = |e: &sse::Event| assert!(!check_event(doc, &exp, e).is_empty(), "{e:?} passed");
         let frame = r#"{"id":1,"type":"session.created","timestamp":null,"data":{"session_id":"s"}}"#;
-        assert_eq!(check_event(doc, &exp, "admin_event", frame), Vec::<String>::new());
-        assert!(!check_event(doc, &exp, "admin_event", r#"{"id":"x"}"#).is_empty());
-        assert!(!check_event(doc, &exp, "system.heartbeat", "{}").is_empty());
-        let reason = r#"{"reason":"connect_failed","message":"m"}"#;
-        assert_eq!(check_event(doc, &exp, "stream_error", reason), Vec::<String>::new());
+        ok(&event("admin_event", Some("1"), frame));
+        ok(&event("admin_event", Some("7"), r#"{"id":7,"type":"system.notice","timestamp":"t","data":{}}"#));
+        // The data's JSON is held to its contentSchema.
+        bad(&event("admin_event", Some("1"), r#"{"id":"x"}"#));
+        bad(&event("admin_event", Some("1"), r#"{"id":1,"type":"x","timestamp":null,"data":{},"extra":1}"#));
+        bad(&event("admin_event", Some("1"), r#"{"id":1,"type":"system.heartbeat","timestamp":null,"data":{}}"#));
+        bad(&event("admin_event", Some("1"), r#"{"id":1,"type":"turn.started","timestamp":null,"data":{}}"#));
+        bad(&event("admin_event", Some("1"), "not json"));
+        // The SSE fields: an admin_event has a decimal id, and no name is free.
+        bad(&event("admin_event", None, frame));
+        bad(&event("admin_event", Some("01"), frame));
+        bad(&event("system.heartbeat", None, "{}"));
+        let mut retry = event("admin_event", Some("1"), frame);
+        retry.retry = Some(5);
+        bad(&retry);
+        let reason = r#"{"reason":"connect_failed","message":"could not connect to the admin event stream"}"#;
+        ok(&event("stream_error", None, reason));
+        ok(&event("stream_error", Some("9"), reason));
+        let refused = r#"{"reason":"upstream_status","status":403,"message":"the admin event stream was refused"}"#;
+        ok(&event("stream_error", None, refused));
+        bad(&event(
+            "stream_error",
+            None,
+            r#"{"reason":"upstream_status","message":"the admin event stream was refused"}"#,
+        ));
+        bad(&event("stream_error", None, r#"{"reason":"connect_failed","message":"m"}"#));
+    }
+
+    #[test]
+    fn turn_and_chat_stream_events_are_checked_against_their_item_schemas() {
+        let doc = document();
+        let turn = doc.expect("POST", "/api/sessions/s_1/turns", 200).unwrap();
+        for (name, data) in [
+            ("turn.started", r#"{"turn_id":"t_1"}"#),
+            ("text", r#"{"delta":"Hel"}"#),
+            (
+                "error",
+                r#"{"code":"upstream_stream_dropped","message":"the turn stream ended before the turn finished"}"#,
+            ),
+            // Upstream events are relayed as they came, named or not, JSON or not.
+            ("text", "{\"delta\":\"lo\"}\nsecond line"),
+            ("usage.report", "{}"),
+            ("message", "plain"),
+        ] {
+            assert_eq!(check_event(doc, &turn, &event(name, None, data)), Vec::<String>::new(), "{name} {data}");
+        }
+        // The relay never sends an id.
+        assert!(!check_event(doc, &turn, &event("text", Some("1"), r#"{"delta":"x"}"#)).is_empty());
+
+        let chat = doc.expect("POST", "/admin/v1/gw/acme/main/v1/chat/completions", 200).unwrap();
+        let chunk = r#"{"object":"chat.completion.chunk","choices":[]}"#;
+        assert_eq!(check_event(doc, &chat, &event("message", None, chunk)), Vec::<String>::new());
+        assert_eq!(check_event(doc, &chat, &event("message", None, "[DONE]")), Vec::<String>::new());
+        assert!(!check_event(doc, &chat, &event("message", None, r#"{"object":"chat.completion"}"#)).is_empty());
+        assert!(!check_event(doc, &chat, &event("message", None, "[done]")).is_empty());
+        assert!(!check_event(doc, &chat, &event("chunk", None, chunk)).is_empty());
     }
 
     /// The proxy end to end: a fake app whose answers drift from the document.

@@ -26,7 +26,7 @@ async fn the_document_is_served_as_yaml_with_the_hardened_headers() {
     let body = response.bytes().await.unwrap();
     assert_eq!(body.as_ref(), std::fs::read(repo_root().join("static/openapi.yaml")).unwrap());
     let doc: serde_json::Value = serde_norway::from_slice(&body).unwrap();
-    assert_eq!(doc["openapi"], "3.1.0");
+    assert_eq!(doc["openapi"], "3.2.0");
 }
 
 /// One request per documented operation (no credentials, empty JSON body):
