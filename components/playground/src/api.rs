@@ -4,8 +4,9 @@
 //! only moves bytes; the native tests drive this directly.
 
 use crate::auth;
-use crate::context::{Ctx, Request, Response};
+use crate::context::Ctx;
 use crate::error::ApiError;
+use crate::http::{Request, Response};
 use crate::routes::{self, Route};
 use crate::{gateways, search, seed, tokens, traces};
 

@@ -8,12 +8,13 @@ use serde_json::{json, Value};
 
 use crate::api::handle;
 use crate::auth::{self, SESSION_COOKIE};
-use crate::context::{Body, Config, Ctx, Random, Request, Response};
+use crate::context::{Config, Ctx, Random};
 use crate::db::testing::MemDb;
 use crate::db::Db;
 use crate::egress::{Egress, Method, OutboundRequest, OutboundResponse, TransportFailure};
+use crate::http::{Body, Request, Response};
 use crate::util::{sha256_hex, BaseUrl};
-use crate::{schema, seed, tokens, traces};
+use crate::{schema, seed, tokens, trace_pages, traces};
 
 const DEMO_PASSWORD: &str = "demo-pass-3141";
 const ROOT_EMAIL: &str = "root@ops.test";
@@ -154,11 +155,11 @@ impl World {
         // A streamed body (a long trace) is drained here, as the handler writes it.
         if let Some(pages) = response.stream.take() {
             let mut rest = Vec::new();
-            let end = traces::drain(pages, &self.db, traces::WRITE_AT, |chunk| {
+            let end = trace_pages::drain(pages, &self.db, trace_pages::WRITE_AT, |chunk| {
                 rest.extend_from_slice(chunk);
                 true
             });
-            assert_eq!(end, traces::Drained::Complete);
+            assert_eq!(end, trace_pages::Drained::Complete);
             response.body.push_str(std::str::from_utf8(&rest).unwrap());
         }
         let mut seen = self.seen.borrow_mut();
@@ -738,7 +739,7 @@ fn a_long_trace_reads_as_one_document_across_pages() {
     )
     .unwrap();
     for seq in 0..steps {
-        // ~300 bytes a step: more than traces::WRITE_AT in all, so the trace is streamed.
+        // ~300 bytes a step: more than trace_pages::WRITE_AT in all, so the trace is streamed.
         let data = if seq % 3 == 0 {
             format!("{{\"b\":\"{}\",\"a\":[1.0]}}", "x".repeat(250))
         } else {
@@ -765,7 +766,7 @@ fn a_long_trace_reads_as_one_document_across_pages() {
     assert_eq!(first.status, 200);
     assert!(first.stream.is_some(), "more than a page: the rest is streamed");
     assert!(first.body.starts_with("{\"steps\":[{\"data\":{\"a\":[1.0],\"b\":\"xxx"), "{}", &first.body[..60]);
-    assert!(first.body.len() >= traces::WRITE_AT, "the head leaves with a full first write");
+    assert!(first.body.len() >= trace_pages::WRITE_AT, "the head leaves with a full first write");
     let r = w.get("/traces/trc_long", &admin);
     assert_eq!(r.body, traces::tests::reference_body(&w.db, "trc_long"));
     assert_eq!(json_of(&r)["trace"]["step_count"], steps);

@@ -33,9 +33,10 @@ use argon2::Argon2;
 use serde_json::{json, Value};
 
 use crate::access::{Membership, Role, Roles, Scope};
-use crate::context::{json_body, Ctx, Request, Response};
+use crate::context::Ctx;
 use crate::db::{Db, DbError, Val};
 use crate::error::{ApiError, PlaygroundErrors};
+use crate::http::{json_body, Request, Response};
 use crate::net;
 use crate::routes;
 use crate::util::{iso8601, sha256_hex};
@@ -663,7 +664,7 @@ pub fn impersonate(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::Body;
+    use crate::http::Body;
 
     fn req(headers: &[(&str, &str)]) -> Request {
         Request {

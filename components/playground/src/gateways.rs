@@ -6,9 +6,10 @@ use serde_json::{json, Value};
 
 use crate::access::Access;
 use crate::auth::Principal;
-use crate::context::{Ctx, Response};
+use crate::context::Ctx;
 use crate::db::{Db, DbError, Row};
 use crate::error::{ApiError, PlaygroundErrors};
+use crate::http::Response;
 
 /// A gateway joined with its tenant. The stored search key is not here: only
 /// the search probe reads it, at the moment it sends it.

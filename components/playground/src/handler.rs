@@ -1,5 +1,5 @@
 //! Spin entry point: turns the wasi:http request into a
-//! [`context::Request`], provides Spin SQLite, the wall clock, wasi:random and
+//! [`http::Request`], provides Spin SQLite, the wall clock, wasi:random and
 //! outbound HTTP (`guest-http`'s calls with timeouts) to [`api::handle`], and
 //! writes its answer. No decisions here.
 
@@ -11,12 +11,13 @@ use guest_http::{
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
 
-use crate::context::{self, Body, Config, Ctx, Random, Request, MAX_REQUEST_BODY};
+use crate::context::{Config, Ctx, Random};
 use crate::egress::{Egress, OutboundRequest, OutboundResponse, TransportFailure};
 use crate::error::ApiError;
+use crate::http::{Body, Request, Response, MAX_REQUEST_BODY};
 use crate::inference::{self, Utf8Carry};
 use crate::search::MAX_PROVIDER_BODY;
-use crate::{api, traces};
+use crate::{api, trace_pages};
 use gateway_ledger::SpinDb;
 
 /// Request headers the API looks at; nothing else is copied. The forwarded
@@ -45,7 +46,7 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
         };
     }
     let request = to_request(&req, path, query);
-    let (response, db): (context::Response, _) =
+    let (response, db): (Response, _) =
         match (Config::from_vars(|name| spin_sdk::variables::get(name).ok()), SpinDb::open("default")) {
             (Err(e), _) => (e.into(), None),
             (Ok(_), Err(_)) => {
@@ -71,22 +72,22 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
 /// A body that goes on after `first`: the head and `first` leave, then each
 /// page as it is read, every write waiting for the host's permits (a slow
 /// client holds back the reads, not memory). A page that fails after the
-/// head is sent aborts the body (see [`traces::Drained::Failed`]).
+/// head is sent aborts the body (see [`trace_pages::Drained::Failed`]).
 fn send_streamed(
     out: ResponseOutparam,
     status: u16,
     extra: &[(String, String)],
     first: &str,
-    pages: traces::StepPages,
+    pages: trace_pages::StepPages,
     db: &SpinDb,
 ) {
     let mut list: Vec<(&str, &str)> = guest_http::headers::JSON.to_vec();
     list.extend(extra.iter().map(|(n, v)| (n.as_str(), v.as_str())));
     let Some(body) = respond(out, status, &list, first.as_bytes()) else { return };
-    match traces::drain(pages, db, traces::WRITE_AT, |chunk| body.write(chunk)) {
-        traces::Drained::Complete => body.finish(),
-        traces::Drained::ClientGone => {}
-        traces::Drained::Failed(e) => {
+    match trace_pages::drain(pages, db, trace_pages::WRITE_AT, |chunk| body.write(chunk)) {
+        trace_pages::Drained::Complete => body.finish(),
+        trace_pages::Drained::ClientGone => {}
+        trace_pages::Drained::Failed(e) => {
             eprintln!("playground: a trace read failed after its head was sent, the body is aborted: {}", e.0);
             // Dropped unfinished, the body is aborted (wasi:http), never ended short.
             drop(body);

@@ -6,15 +6,16 @@
 //!   outbound requests with timeouts. It moves bytes, nothing else.
 //! - [`api`]: the whole API as a pure function over injected storage, clock,
 //!   randomness and egress (tested natively end to end); it only dispatches.
-//! - [`context`]: what every route works with (configuration, request, body,
-//!   response, the injected services); [`egress`]: outbound HTTP as a trait.
+//! - [`http`]: the request, its body and the response as plain data;
+//!   [`context`]: the configuration and the injected services; [`egress`]:
+//!   outbound HTTP as a trait.
 //! - [`routes`]: route table and validation; [`error`]: typed envelopes.
 //! - [`auth`]: sign-in, sessions, cookies, CSRF, rate limits, impersonation;
 //!   [`net`]: the client address (trusted proxies) and https.
 //! - [`access`]: roles, gateway scopes and the per-route decisions.
 //! - [`tokens`]: playground token mint; [`search`]: the probe, EU gate and
 //!   provider classification; [`traces`] (a long trace streamed page by
-//!   page, [`trace_json`] its exact bytes); [`gateways`]; [`inference`]: the
+//!   page by [`trace_pages`], [`trace_json`] its exact bytes); [`gateways`]; [`inference`]: the
 //!   console's same-origin chat pass-through (`/gw/{tenant}/{gateway}/...`).
 //! - [`db`]: the SQL trait; [`schema`]: tables (and the contract the
 //!   simulator's inference endpoint relies on) and migrations; [`seed`]:
@@ -32,6 +33,7 @@ pub mod db;
 pub mod egress;
 pub mod error;
 pub mod gateways;
+pub mod http;
 pub mod inference;
 pub mod net;
 pub mod plain_text;
@@ -41,6 +43,7 @@ pub mod search;
 pub mod seed;
 pub mod tokens;
 pub mod trace_json;
+pub mod trace_pages;
 pub mod traces;
 pub mod util;
 

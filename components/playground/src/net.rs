@@ -10,7 +10,7 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
-use crate::context::Request;
+use crate::http::Request;
 use crate::util::client_ip;
 
 /// An IP network: `addr/len`, or a bare address (a full-length prefix).
@@ -163,7 +163,7 @@ pub fn own_origin(req: &Request, trusted_proxies: &[Cidr]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::Body;
+    use crate::http::Body;
 
     fn req(headers: &[(&str, &str)]) -> Request {
         Request {

@@ -19,11 +19,12 @@ use serde_json::{json, Value};
 
 use crate::access::may_use_playground;
 use crate::auth::Principal;
-use crate::context::{Config, Ctx, Request, Response};
+use crate::context::{Config, Ctx};
 use crate::db::Val;
 use crate::egress::{Method, OutboundRequest, TransportFailure};
 use crate::error::ApiError;
 use crate::gateways::{self, Gateway};
+use crate::http::{Request, Response};
 use crate::plain_text::plain_text;
 use crate::routes;
 use crate::util::BaseUrl;

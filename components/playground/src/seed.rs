@@ -29,9 +29,10 @@ use serde_json::json;
 
 use crate::access::Scope;
 use crate::auth::{hash_password, normalize_email, revoke_all, verify_password, MIN_PASSWORD_LEN};
-use crate::context::{Ctx, Request};
+use crate::context::Ctx;
 use crate::db::{transaction, Db, DbError, Val};
 use crate::error::ApiError;
+use crate::http::Request;
 use crate::net;
 use crate::schema::{self, SCHEMA_VERSION};
 use crate::util::sha256_hex;

@@ -12,9 +12,10 @@ use serde_json::{json, Value};
 
 use crate::access::may_use_playground;
 use crate::auth::Principal;
-use crate::context::{json_body, Ctx, Request, Response};
+use crate::context::Ctx;
 use crate::db::{Db, DbError};
 use crate::error::{ApiError, PlaygroundErrors};
+use crate::http::{json_body, Request, Response};
 use crate::util::iso8601;
 use crate::{gateways, routes};
 use gateway_ledger::tokens::{self as ledger, NewToken};

@@ -7,7 +7,10 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::db::testing::MemDb;
+use crate::db::{Db, DbError};
 use crate::db::{Row, Val};
+use crate::trace_pages::{drain, Drained};
+use gateway_ledger::traces::Trace;
 
 /// The body exactly as `read` built it before streaming: every step in one
 /// query, `data` decoded to a `Value` (text that is not JSON kept as a
