@@ -456,7 +456,7 @@ describe('flight recorder (mock upstream)', () => {
       for (const k of [1, 2]) {
         await h.sendWithEnter(live.page, 'emit ' + k);
         assert.equal((await h.waitForTerminal(live.page)).kind, 'done');
-        await h.waitFor(live.page, (e) => document.querySelector('#affect > div').textContent.endsWith(e), emitted(k), { timeout: 8000, what: `the affect emit ${k}` });
+        await h.waitFor(live.page, (e) => { const head = document.querySelector('#affect > div'); return head !== null && head.textContent.endsWith(e); }, emitted(k), { timeout: 8000, what: `the affect emit ${k}` });
       }
       await h.sendWithEnter(live.page, 'timeline');
       assert.equal((await h.waitForTerminal(live.page)).kind, 'done');
@@ -555,7 +555,7 @@ describe('flight recorder (mock upstream)', () => {
       await h.startSession(page, 'bad');
       await h.sendWithEnter(page, 'emit 1');
       assert.equal((await h.waitForTerminal(page)).kind, 'done');
-      await h.waitFor(page, (e) => document.querySelector('#affect > div').textContent.endsWith(e), emitted(1), { timeout: 8000, what: 'the affect emit' });
+      await h.waitFor(page, (e) => { const head = document.querySelector('#affect > div'); return head !== null && head.textContent.endsWith(e); }, emitted(1), { timeout: 8000, what: 'the affect emit' });
       await h.sleep(200);
       const good = JSON.parse((await exportDocument(page)).text);
       const before = await panes(page);
@@ -715,7 +715,7 @@ describe('flight recorder (mock upstream)', () => {
       for (const k of [11, 12]) {
         await h.sendWithEnter(page, 'emit ' + k);
         assert.equal((await h.waitForTerminal(page)).kind, 'done');
-        await h.waitFor(page, (e) => document.querySelector('#affect > div').textContent.endsWith(e), emitted(k), { timeout: 8000, what: `the emit ${k}` });
+        await h.waitFor(page, (e) => { const head = document.querySelector('#affect > div'); return head !== null && head.textContent.endsWith(e); }, emitted(k), { timeout: 8000, what: `the emit ${k}` });
       }
       const sparks = async () => page.evaluate(() => [...document.querySelectorAll('#affect .metric')].map((m) => [...m.children].map((c) => c.textContent).concat(m.querySelector('.spark').title)));
       const drawn = await sparks();
