@@ -10,22 +10,28 @@
 #
 # Fixed seed, bounded budget (FUZZ_MAX_EXAMPLES cases per operation and phase;
 # one worker, since Hypothesis' lambda introspection is not thread-safe on
-# CPython 3.11), so it fits CI. Checks: not_a_server_error,
-# status_code_conformance, content_type_conformance,
-# response_schema_conformance, response_headers_conformance (the gateway
-# statuses of the two proxying operations: scripts/schemathesis.toml).
+# CPython 3.11), so it fits CI. Every check (`--checks all`): the answers'
+# conformance (status, content type, headers, body and every event of a
+# stream against its OpenAPI 3.2 itemSchema), no 5xx (but the gateway statuses
+# of the two proxying operations: scripts/schemathesis.toml), and that the
+# schemas are the server's rules: schema-valid requests are accepted
+# (positive_data_acceptance), schema-invalid ones refused
+# (negative_data_rejection), missing credentials refused (ignored_auth).
 #
-# Without an admin key the two admin-scoped console routes answer their typed
-# 400 (the admin event stream is endless by design: a fuzzer cannot read it to
-# its end); their 200s are checked by the component tests' conformance proxy.
-# Logout revokes the session it is called with, so it runs last, alone, on a
-# session of its own.
+# An admin key is set, so the admin-scoped console routes answer 200: the
+# endless admin event stream is read for three events or one second per call
+# (scripts/schemathesis.toml). The stateful phase follows the document's links
+# with real ids: the config's first agent -> a new session -> its turns,
+# tools, Bifrost state, admin event filter and cancel; the gateway list ->
+# token mint, search probe, trace list -> trace reads. Logout and logout-all
+# revoke the session they are called with (logout-all every session of the
+# user), so they run last, each alone on a session of its own.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 SEED="${FUZZ_SEED:-20261203}"
 MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-100}"
-CHECKS=not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,response_headers_conformance
+CHECKS=all
 
 ensure_schemathesis
 venv="$REPO_ROOT/target/fuzz-venv"
@@ -49,10 +55,12 @@ trap cleanup EXIT
 
 printf '[key_value_store.default]\ntype = "spin"\n\n[sqlite_database.default]\ntype = "spin"\npath = "sqlite_db.db"\n' > "$work/runtime-config.toml"
 demo_password="fuzz-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+admin_key="fuzz-admin-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 # Only the variables given here: none from the caller's shell.
 env $(env | grep -o '^SPIN_VARIABLE_[A-Z_]*' | sed 's/^/-u /') \
     "$host_bin" up --listen 127.0.0.1:0 --runtime-config-file "$work/runtime-config.toml" \
-    --variable seed_demo_data=true --variable "demo_password=$demo_password" > "$work/host.log" 2>&1 &
+    --variable seed_demo_data=true --variable "demo_password=$demo_password" \
+    --variable "admin_key=$admin_key" > "$work/host.log" 2>&1 &
 host_pid=$!
 base=""
 for _ in $(seq 1 600); do
@@ -71,14 +79,25 @@ login() {
         --data "{\"email\":\"platform@demo.test\",\"password\":\"$demo_password\"}" "$base/admin/v1/auth/login" |
         grep -io 'ratatoskr_admin_session=sess_[0-9a-f]*' | cut -d= -f2
 }
-# Two sessions up front: the fuzzed sign-ins soon hit the per-address rate limit.
+# Three sessions up front: the fuzzed sign-ins soon hit the per-address rate limit.
 session="$(login)"
 logout_session="$(login)"
-[[ -n "$session" && -n "$logout_session" ]] || { echo "could not sign in as platform@demo.test" >&2; cat "$work/host.log" >&2; exit 1; }
+logout_all_session="$(login)"
+[[ -n "$session" && -n "$logout_session" && -n "$logout_all_session" ]] ||
+    { echo "could not sign in as platform@demo.test" >&2; cat "$work/host.log" >&2; exit 1; }
+# A gateway token (30 minutes) for the inference pass-through's bearer scheme.
+gateway_token="$(curl -sS -H "Authorization: Bearer $session" -H 'content-type: application/json' \
+    --data '{"gateway_id":"gw_acme_main"}' "$base/admin/v1/playground/token" | grep -o 'myra_[0-9a-f]*' || true)"
+[[ -n "$gateway_token" ]] || { echo "could not mint a gateway token" >&2; cat "$work/host.log" >&2; exit 1; }
 
+# Credentials go by the document's security schemes (scripts/schemathesis.toml
+# reads these): the session bearer on the Playground routes, the gateway token
+# on the inference pass-through, nothing on the console routes.
+export FUZZ_GATEWAY_TOKEN="$gateway_token"
 run_st() {
     local name="$1"
-    shift
+    export FUZZ_SESSION_TOKEN="$2"
+    shift 2
     log "schemathesis: $name (seed $SEED, at most $MAX_EXAMPLES cases per operation and phase)"
     local started=$SECONDS
     local rc=0
@@ -87,35 +106,34 @@ run_st() {
         run "$REPO_ROOT/static/openapi.yaml" --url "$base" \
         --checks "$CHECKS" --seed "$SEED" --max-examples "$MAX_EXAMPLES" \
         --request-timeout 20 --workers 1 --no-shrink --suppress-health-check all --generation-database none \
-        --report junit --report-dir "$REPO_ROOT/target/fuzz-report/$name" \
+        --report junit,ndjson --report-dir "$REPO_ROOT/target/fuzz-report/$name" \
         "$@") || rc=$?
     log "schemathesis: $name took $((SECONDS - started))s"
     return "$rc"
 }
 
 status=0
-run_st all-but-logout -H "Authorization: Bearer $session" --exclude-operation-id logout || status=$?
-run_st logout -H "Authorization: Bearer $logout_session" --include-operation-id logout || status=$?
-# What the app saw, from its request log: requests and 5xx answers per operation.
-log "requests per operation (host log), and 5xx answers"
+run_st all-but-logout "$session" --exclude-operation-id logout --exclude-operation-id logoutAll || status=$?
+# One operation alone has no links to follow: no stateful phase.
+run_st logout "$logout_session" --include-operation-id logout --phases examples,coverage,fuzzing || status=$?
+run_st logout-all "$logout_all_session" --include-operation-id logoutAll --phases examples,coverage,fuzzing || status=$?
+# What the app saw, from its request log: requests per operation and status.
+log "requests per operation (host log), by status"
 "$venv/bin/python" - static/openapi.yaml "$work/host.log" <<'PY'
 import collections, re, sys, yaml
 doc = yaml.safe_load(open(sys.argv[1]))
 ops = [(m.upper(), t, re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]*", t) + "$"))
        for t, item in doc["paths"].items() for m in item if m in ("get", "post")]
-seen, errors = collections.Counter(), collections.Counter()
+seen = collections.defaultdict(collections.Counter)
 for line in open(sys.argv[2], errors="replace"):
     m = re.match(r"^(\S+) (/\S*) -> \S+ (\d{3}) ", line)
     if not m or not m.group(2).startswith(("/api/", "/admin/v1/")):
         continue
     method, path, status = m.groups()
     name = next((f"{om} {t}" for om, t, rx in ops if om == method and rx.match(path)), f"(other) {method}")
-    seen[name] += 1
-    if status.startswith("5"):
-        errors[f"{name} -> {status}"] += 1
+    seen[name][status] += 1
 for name in sorted(seen):
-    print(f"  {seen[name]:6d}  {name}")
-for name, n in sorted(errors.items()):
-    print(f"  5xx: {n} x {name}")
+    statuses = " ".join(f"{s}:{n}" for s, n in sorted(seen[name].items()))
+    print(f"  {sum(seen[name].values()):6d}  {name}  ({statuses})")
 PY
 exit "$status"
