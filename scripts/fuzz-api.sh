@@ -101,6 +101,7 @@ run_st() {
     log "schemathesis: $name (seed $SEED, at most $MAX_EXAMPLES cases per operation and phase)"
     local started=$SECONDS
     local rc=0
+    rm -rf "$REPO_ROOT/target/fuzz-report/$name"
     # From target/: Schemathesis keeps its working files (.schemathesis/) in the current directory.
     (cd "$REPO_ROOT/target" && "$venv/bin/st" --config-file "$REPO_ROOT/scripts/schemathesis.toml" \
         run "$REPO_ROOT/static/openapi.yaml" --url "$base" \
@@ -135,5 +136,27 @@ for line in open(sys.argv[2], errors="replace"):
 for name in sorted(seen):
     statuses = " ".join(f"{s}:{n}" for s, n in sorted(seen[name].items()))
     print(f"  {sum(seen[name].values()):6d}  {name}  ({statuses})")
+PY
+# The links the stateful phase followed (from Schemathesis' event report), with
+# the statuses they met: calls with ids taken from earlier answers.
+log "links followed by the stateful phase, by status"
+"$venv/bin/python" - "$REPO_ROOT/target/fuzz-report/all-but-logout" <<'PY'
+import collections, glob, json, os, sys
+report = max(glob.glob(os.path.join(sys.argv[1], "*.ndjson")), key=os.path.getmtime)
+calls = collections.defaultdict(collections.Counter)
+for line in open(report):
+    event = json.loads(line).get("ScenarioFinished")
+    if not event or event["phase"] != "stateful":
+        continue
+    recorder = event.get("recorder") or {}
+    for case_id, case in (recorder or {}).get("cases", {}).items():
+        link = case.get("transition")
+        if not link or not case.get("is_transition_applied"):
+            continue
+        response = (recorder.get("interactions", {}).get(case_id) or {}).get("response") or {}
+        calls[link["id"]][str(response.get("status_code", "-"))] += 1
+for link in sorted(calls):
+    statuses = " ".join(f"{s}:{n}" for s, n in sorted(calls[link].items()))
+    print(f"  {sum(calls[link].values()):5d}  {link}  ({statuses})")
 PY
 exit "$status"
