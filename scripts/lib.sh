@@ -124,6 +124,9 @@ apt_install() {
 
 # Schemathesis and openapi-spec-validator for scripts/fuzz-api.sh, pinned, in a
 # venv under target/ (python3 -m venv; pip from PyPI), installed once.
+# openapi-spec-validator 0.9.0 (the latest) validates OpenAPI 3.2 documents
+# against the official 3.2 schema (spec.openapis.org/oas/3.2/schema/2025-11-23);
+# Schemathesis 4.32.5 reads 3.2 streams' itemSchema and links.
 SCHEMATHESIS_VERSION=4.32.5
 OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
 ensure_schemathesis() {
