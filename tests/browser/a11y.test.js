@@ -1,5 +1,5 @@
 'use strict';
-// Accessibility (issue 24, point 4): axe-core (pinned in package.json) over
+// Accessibility: axe-core (pinned in package.json) over
 // every view and state of the console the browser tests reach, wide (1280x800)
 // and narrow (420x800): WCAG 2.0/2.1/2.2 A and AA plus axe's best practices,
 // and ZERO violations of any impact.

@@ -1,5 +1,5 @@
 'use strict';
-// Bidirectional controls in upstream strings (issue 13, point 6): U+202E
+// Bidirectional controls in upstream strings: U+202E
 // RIGHT-TO-LEFT OVERRIDE and friends must not reorder the console's own words on
 // the same line. A scripted mock upstream puts them into the transcript, the
 // Tools pane, BifrostState, AdminEvents and the affect pane; each upstream run

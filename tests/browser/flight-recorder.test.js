@@ -1,5 +1,5 @@
 'use strict';
-// The flight recorder (issue 11, docs/flight-recorder.md) in a real browser: the turn
+// The flight recorder (docs/flight-recorder.md) in a real browser: the turn
 // timeline against a scripted upstream with known delays, the stall marker, the
 // buffering detector behind a buffering proxy (and never on the direct path), session
 // export -> import (file picker and drag-and-drop) with no live call after it, typed

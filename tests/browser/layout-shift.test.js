@@ -1,5 +1,5 @@
 'use strict';
-// No layout shift (issue 24, point 3): the console's panes keep their geometry
+// No layout shift: the console's panes keep their geometry
 // while the page loads and while a session and a full turn on the simulator fill
 // them (agent list, tools, BifrostState, admin events, the transcript, the
 // delayed affect snapshot). Measured as the page sees it: a PerformanceObserver

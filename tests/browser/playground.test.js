@@ -1,5 +1,5 @@
 'use strict';
-// The Playground view (issue 6) in a real browser against the real host with the
+// The Playground view in a real browser against the real host with the
 // demo world: sign-in/out, token mint + countdown, chat through the same-origin
 // inference pass-through with the one-shot re-mint and replay, the session-expired
 // state, the search probe's EU / non-EU / feature-disabled / no-key states, the
@@ -503,7 +503,7 @@ describe('playground view', () => {
         const r = await probe(page, 'gw_acme_main', 'xss-' + k);
         const expected = P.slice(k * 5, k * 5 + 5);
         // Titles and snippets are the API's plain text: the payload itself, its
-        // whitespace and control-character runs collapsed (issue 13).
+        // whitespace and control-character runs collapsed.
         assert.deepEqual(r.results.map((x) => x.title), expected.map(plainText), `titles of batch ${k}`);
         assert.deepEqual(r.results.map((x) => x.snippet), expected.map(plainText), `snippets of batch ${k}`);
         assert.deepEqual(r.results.map((x) => x.url), expected, `urls of batch ${k}`);

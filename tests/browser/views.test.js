@@ -1,5 +1,5 @@
 'use strict';
-// The two views (issue 13, points 2 and 3) on the built-in simulator: each
+// The two views on the built-in simulator: each
 // view's composer fills its pane at every width the console supports; the
 // header shows each view's own controls only (hidden ones out of the tab
 // order); the view is kept in the URL fragment across reloads and back/forward.
