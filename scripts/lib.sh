@@ -132,7 +132,9 @@ OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
 ensure_schemathesis() {
     local venv="$REPO_ROOT/target/fuzz-venv"
     local want="schemathesis==$SCHEMATHESIS_VERSION openapi-spec-validator==$OPENAPI_SPEC_VALIDATOR_VERSION"
-    if [[ -x "$venv/bin/st" && "$(cat "$venv/.pinned" 2>/dev/null)" == "$want" ]]; then
+    # A venv copied or moved from elsewhere keeps dead interpreter paths: it must run here.
+    if [[ -x "$venv/bin/st" && "$(cat "$venv/.pinned" 2>/dev/null)" == "$want" ]] &&
+        "$venv/bin/python" -c '' 2>/dev/null && "$venv/bin/openapi-spec-validator" --help >/dev/null 2>&1; then
         return 0
     fi
     log "installing $want (venv target/fuzz-venv)"
