@@ -110,10 +110,7 @@ describe('accessibility: axe-core over both views', () => {
       await check(page, found, 'console, turn under way', [WIDE]);
       const end = await h.waitForTerminal(page);
       assert.equal(end.kind, 'done', end.text);
-      await h.waitFor(page, () => document.querySelector('#affect .metric'), undefined, { timeout: 15_000, what: 'the affect snapshot' });
-      await h.waitFor(page, () => /last dispatch/.test(document.getElementById('bifrost').textContent) && !/none yet/.test(document.getElementById('bifrost').textContent),
-        undefined, { what: 'BifrostState after the turn' });
-      await h.waitFor(page, () => document.querySelectorAll('#admin-events li').length > 0, undefined, { timeout: 15_000, what: 'an admin event' });
+      await h.waitForPanesAfterTurn(page);
       // A second turn, so the transcript and the event lists overflow their panes.
       await h.sendWithEnter(page, 'And tomorrow, in Bergen? Please answer at length.');
       assert.equal((await h.waitForTerminal(page)).kind, 'done');

@@ -96,10 +96,7 @@ describe('layout shift (simulator)', () => {
         });
         const end = await h.waitForTerminal(page);
         assert.equal(end.kind, 'done', end.text);
-        await h.waitFor(page, () => document.querySelector('#affect .metric'), undefined, { timeout: 15_000, what: 'the affect snapshot' });
-        await h.waitFor(page, () => /last dispatch/.test(document.getElementById('bifrost').textContent) && !/none yet/.test(document.getElementById('bifrost').textContent),
-          undefined, { what: 'BifrostState after the turn' });
-        await h.waitFor(page, () => document.querySelectorAll('#admin-events li').length > 0, undefined, { timeout: 15_000, what: 'an admin event' });
+        await h.waitForPanesAfterTurn(page);
         await settle(page);
         const turn = await shiftsSince(page, sessionFrom);
         const total = await shiftsSince(page);

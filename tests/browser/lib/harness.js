@@ -234,6 +234,17 @@ async function sendWithEnter(page, text) {
   await page.keyboard.press('Enter');
 }
 
+/**
+ * After a turn on the simulator: waits until every pane it feeds is filled
+ * (the delayed affect emit, BifrostState's last dispatch, an admin event).
+ */
+async function waitForPanesAfterTurn(page) {
+  await waitFor(page, () => document.querySelector('#affect .metric'), undefined, { timeout: 15_000, what: 'the affect snapshot' });
+  await waitFor(page, () => /last dispatch/.test(document.getElementById('bifrost').textContent) && !/none yet/.test(document.getElementById('bifrost').textContent),
+    undefined, { what: 'BifrostState after the turn' });
+  await waitFor(page, () => document.querySelectorAll('#admin-events li').length > 0, undefined, { timeout: 15_000, what: 'an admin event' });
+}
+
 /** Waits for the current turn's terminal status line; returns its class kind and text. */
 async function waitForTerminal(page, { timeout = 30_000 } = {}) {
   await waitFor(page, () => {
@@ -276,5 +287,5 @@ function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
 
 module.exports = {
   SPIN_BIN, REPO_ROOT, ARTIFACTS, INDEX_HTML, randomKey, startHost, launchBrowser, openConsole, record,
-  assertClean, screenshot, waitFor, horizontalOverflow, startSession, sendWithEnter, waitForTerminal, sleep,
+  assertClean, screenshot, waitFor, horizontalOverflow, startSession, sendWithEnter, waitForTerminal, waitForPanesAfterTurn, sleep,
 };
