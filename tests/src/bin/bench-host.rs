@@ -311,6 +311,8 @@ component = "probe"
 [component.static-files]
 source = "{static_wasm}"
 files = [{{ source = "static", destination = "/site" }}, {{ source = "precompressed", destination = "/precompressed" }}]
+[component.static-files.variables]
+allowed_hosts = ""
 [component.probe]
 source = "{probe_wasm}"
 allowed_outbound_hosts = ["{{{{ upstream_origin }}}}"]
