@@ -4,10 +4,11 @@
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 
-# Every component, the test-only probe included. They are always built together,
-# in one cargo invocation: cargo unifies a shared dependency's features over the
-# packages it builds at once, so another selection would build other .wasm files.
-COMPONENTS=(static-files debug-api simulator playground probe)
+# Every component, the test-only probe and the portable console included. They
+# are always built together, in one cargo invocation: cargo unifies a shared
+# dependency's features over the packages it builds at once, so another
+# selection would build other .wasm files.
+COMPONENTS=(static-files debug-api simulator playground probe ratatoskr-console)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -45,7 +46,7 @@ precompress_static() {
 # Every native crate the tests use goes through cargo with this one package
 # selection, so features unify the same way each time and wasmtime is built once
 # (`-p ratatoskr-host` alone resolves other features and built it a second time).
-NATIVE=(--profile host --workspace --exclude static-files --exclude probe)
+NATIVE=(--profile host --workspace --exclude static-files --exclude probe --exclude ratatoskr-console)
 
 # The host binary (target/host/ratatoskr-host) that serve.sh runs and the browser
 # tests start, with the test binaries of the same build: the same selection

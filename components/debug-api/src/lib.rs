@@ -1,26 +1,39 @@
-//! The console's server routes (`/api/...`): thin proxies to the Ratatoskr
-//! sessions API and the Worldtree affect read, holding the consumer and admin
-//! keys server-side (INV-ADMIN-KEY) and filtering the admin firehose before it
-//! reaches a browser (INV-FILTER).
-//!
-//! - `handler` (wasm32 only): the Spin entry point; it moves bytes with
-//!   `guest-http` and decides nothing.
-//! - [`plan`]: every decision: route + body + variables in, a typed answer
-//!   or an upstream call plan out, and what the upstream's answer means.
-//! - [`access`]: the optional `console_access = "signed-in"` session check.
-//! - [`routes`]: route table and validation of every browser-supplied value.
-//! - [`error`]: the API's `{"error_code": ...}` envelopes (the kit's `ApiError`).
-//! - [`relay`]: the turn-stream relay and the admin relay (`admin_events::AdminEventFilter`).
-//! - [`history`]: the durable affect history (one key-value key per snapshot).
-//! - [`redact`]: keys in an upstream body never leave the server.
-
-pub mod access;
-pub mod error;
-pub mod history;
-pub mod plan;
-pub mod redact;
-pub mod relay;
-pub mod routes;
+//! The console's server routes (`/api/...`) as a Spin component: the
+//! `console-api` library with Spin's variables, its key-value store `default`
+//! (the durable affect history) and its `allowed_outbound_hosts`, which Spin
+//! enforces itself. The path below `/api` is Spin's `spin-path-info`.
 
 #[cfg(target_arch = "wasm32")]
-mod handler;
+mod spin {
+    use console_api::Platform;
+    use guest_http::kv::{KvError, SpinKv};
+    use spin_sdk::http::{IncomingRequest, ResponseOutparam};
+    use spin_sdk::{http_component, variables};
+
+    struct Spin;
+
+    impl Platform for Spin {
+        type Store = SpinKv;
+
+        fn var(&self, name: &str) -> Option<String> {
+            variables::get(name).ok()
+        }
+
+        fn store(&self) -> Result<SpinKv, KvError> {
+            SpinKv::open_default()
+        }
+
+        fn may_call(&self, _https: bool, _authority: &str) -> bool {
+            true
+        }
+    }
+
+    #[http_component]
+    fn handle(req: IncomingRequest, out: ResponseOutparam) {
+        if !guest_http::host_allowed(&req) {
+            return guest_http::send_host_not_allowed(out);
+        }
+        let path = guest_http::spin_header(&req, "spin-path-info").unwrap_or_default();
+        console_api::serve(req, out, &path, &Spin);
+    }
+}

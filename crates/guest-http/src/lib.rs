@@ -49,7 +49,9 @@ pub use body::{read_to_end, READ_CHUNK};
 #[cfg(target_arch = "wasm32")]
 pub use outgoing::{call, Outgoing, Timeouts, Upstream};
 #[cfg(target_arch = "wasm32")]
-pub use request::{header, host, host_allowed, path_and_query, read_request_body, spin_header};
+pub use request::{
+    header, host, host_allowed, host_allowed_by, path, path_and_query, query, read_request_body, spin_header,
+};
 #[cfg(all(target_arch = "wasm32", feature = "envelope"))]
 pub use response::send_error;
 #[cfg(target_arch = "wasm32")]

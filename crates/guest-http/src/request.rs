@@ -24,8 +24,13 @@ pub fn host(req: &IncomingRequest) -> Option<String> {
 /// Whether this request's `Host` may be served: [`crate::hosts::allowed`]
 /// with the component's `allowed_hosts` variable (unset: the defaults only).
 pub fn host_allowed(req: &IncomingRequest) -> bool {
-    let listed = spin_sdk::variables::get("allowed_hosts").unwrap_or_default();
-    crate::hosts::allowed(host(req).as_deref(), &listed)
+    host_allowed_by(req, &spin_sdk::variables::get("allowed_hosts").unwrap_or_default())
+}
+
+/// [`host_allowed`] with the `allowed_hosts` value from elsewhere (the
+/// portable console's environment).
+pub fn host_allowed_by(req: &IncomingRequest, allowed_hosts: &str) -> bool {
+    crate::hosts::allowed(host(req).as_deref(), allowed_hosts)
 }
 
 /// A `spin-*` header as Spin set it. Spin keeps any copy a client sent and
@@ -37,9 +42,18 @@ pub fn spin_header(req: &IncomingRequest, name: &str) -> Option<String> {
 /// The route's path (`spin-path-info`, relative to the component's route)
 /// and the raw query string (without `?`).
 pub fn path_and_query(req: &IncomingRequest) -> (String, String) {
-    let path = spin_header(req, "spin-path-info").unwrap_or_default();
-    let query = req.path_with_query().and_then(|pq| pq.split_once('?').map(|(_, q)| q.to_string())).unwrap_or_default();
-    (path, query)
+    (spin_header(req, "spin-path-info").unwrap_or_default(), query(req))
+}
+
+/// The request's path without its query ("" if it has none).
+pub fn path(req: &IncomingRequest) -> String {
+    let pq = req.path_with_query().unwrap_or_default();
+    pq.split_once('?').map_or(pq.as_str(), |(path, _)| path).to_string()
+}
+
+/// The raw query string (without `?`; "" if there is none).
+pub fn query(req: &IncomingRequest) -> String {
+    req.path_with_query().and_then(|pq| pq.split_once('?').map(|(_, q)| q.to_string())).unwrap_or_default()
 }
 
 /// The whole request body, at most `limit` bytes: `TooLarge` past it (the

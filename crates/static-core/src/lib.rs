@@ -7,11 +7,14 @@
 //! - [`etag`]: strong ETags and `If-None-Match`
 //! - [`csp`]: inline script/style hashes and the page CSP
 //! - [`sidecar`]: the precompress metadata and its freshness rule (by content)
-//! - [`serve`]: one request -> one reply
+//! - [`serve`]: one request -> one reply, from a [`Site`] on disk or an [`Embedded`] one
+//! - `guest` (wasm32 only): that reply sent over wasi:http
 
 pub mod csp;
 pub mod encoding;
 pub mod etag;
+#[cfg(target_arch = "wasm32")]
+pub mod guest;
 pub mod media;
 pub mod path;
 #[cfg(feature = "precompress")]
@@ -24,5 +27,8 @@ pub use encoding::{negotiate, Encoding};
 pub use etag::{content_etag, content_etag_of, if_none_match_matches, variant_etag};
 pub use media::{media_type_for, MediaType};
 pub use path::{sanitize_request_path, traversal_corpus, PathRefusal, SafePath, MAX_PATH_BYTES};
-pub use serve::{join_field_values, request_path, serve, Reply, ReplyBody, RequestHead, Site, WHOLE_FILE_LIMIT};
+pub use serve::{
+    join_field_values, request_path, serve, Embedded, EmbeddedFile, Files, Reply, ReplyBody, RequestHead, Site, Source,
+    WHOLE_FILE_LIMIT,
+};
 pub use sidecar::Sidecar;

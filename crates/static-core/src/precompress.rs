@@ -74,6 +74,38 @@ pub fn precompress_dir(site_dir: &Path, out_dir: &Path) -> io::Result<Report> {
     Ok(report)
 }
 
+/// For a component's build script: brings `out_dir` up to date with
+/// `site_dir` (as [`precompress_dir`]), then returns the Rust expression of
+/// the whole site as an [`crate::Embedded`], every file with its sidecar and
+/// variants by `include_bytes!` of absolute paths, sorted by path.
+pub fn embed_source(site_dir: &Path, out_dir: &Path) -> io::Result<String> {
+    let report = precompress_dir(site_dir, out_dir)?;
+    let (site_dir, out_dir) = (fs::canonicalize(site_dir)?, fs::canonicalize(out_dir)?);
+    let include = |path: PathBuf| -> io::Result<String> {
+        let path = path.to_str().ok_or(io::ErrorKind::InvalidFilename)?;
+        Ok(format!("include_bytes!({path:?})"))
+    };
+    let optional = |path: Option<PathBuf>| -> io::Result<String> {
+        match path.filter(|p| p.is_file()) {
+            Some(path) => Ok(format!("Some({})", include(path)?)),
+            None => Ok("None".to_owned()),
+        }
+    };
+    let variant = |rel: &str, encoding| optional(variant_rel_path(rel, encoding).map(|v| out_dir.join(v)));
+    let mut files = Vec::new();
+    for file in report.files.iter().filter(|f| f.outcome != Outcome::SkippedUnservable) {
+        let rel = file.rel.as_str();
+        files.push(format!(
+            "static_core::EmbeddedFile {{ rel: {rel:?}, bytes: {}, sidecar: {}, brotli: {}, gzip: {} }},\n",
+            include(site_dir.join(rel))?,
+            optional(Some(out_dir.join(sidecar_rel_path(rel))))?,
+            variant(rel, Encoding::Brotli)?,
+            variant(rel, Encoding::Gzip)?,
+        ));
+    }
+    Ok(format!("static_core::Embedded(&[\n{}])", files.concat()))
+}
+
 fn precompress_file(site_dir: &Path, out_dir: &Path, rel: &str) -> io::Result<Outcome> {
     if sanitize_request_path(&format!("/{rel}")).is_err() {
         return Ok(Outcome::SkippedUnservable);

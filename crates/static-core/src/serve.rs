@@ -25,6 +25,17 @@ const ERROR_CACHE_CONTROL: &str = "no-store";
 
 pub const ALLOW: &str = "GET, HEAD";
 
+/// Where a site's files come from: the directories spin.toml mounts
+/// ([`Site`]) or bytes built into the component ([`Embedded`]).
+pub trait Files {
+    /// The file at the safe relative path `rel`, with its content tag.
+    fn source(&self, rel: &str) -> io::Result<Source>;
+    /// Its `precompress` sidecar, if there is a valid one (fresh or not).
+    fn sidecar(&self, rel: &str) -> Option<Sidecar>;
+    /// Its variant in `encoding`, if it is there with the size the sidecar recorded.
+    fn variant(&self, rel: &str, encoding: Encoding, recorded: u64) -> Option<ReplyBody>;
+}
+
 /// Where the component finds its files.
 #[derive(Clone, Debug)]
 pub struct Site {
@@ -42,6 +53,70 @@ impl Site {
     /// The mounts spin.toml gives the component.
     pub fn spin_mounts() -> Site {
         Site::new("/site", "/precompressed")
+    }
+}
+
+impl Files for Site {
+    fn source(&self, rel: &str) -> io::Result<Source> {
+        let file = File::open(self.root.join(rel))?;
+        let metadata = file.metadata()?;
+        if !metadata.is_file() {
+            return Err(io::ErrorKind::IsADirectory.into());
+        }
+        Source::read(file, metadata.len())
+    }
+
+    fn sidecar(&self, rel: &str) -> Option<Sidecar> {
+        read_sidecar(&self.precompressed, rel)
+    }
+
+    fn variant(&self, rel: &str, encoding: Encoding, recorded: u64) -> Option<ReplyBody> {
+        open_variant(&self.precompressed, rel, encoding, recorded)
+    }
+}
+
+/// One file of a site built into a component: its bytes, and what
+/// `precompress` made of them (see `precompress::embed_source`).
+#[derive(Debug)]
+pub struct EmbeddedFile {
+    /// The path below the site's root, as [`sanitize_request_path`] gives it.
+    pub rel: &'static str,
+    pub bytes: &'static [u8],
+    pub sidecar: Option<&'static [u8]>,
+    pub brotli: Option<&'static [u8]>,
+    pub gzip: Option<&'static [u8]>,
+}
+
+/// A site built into the component, sorted by `rel`: no file system, and
+/// what it serves is exactly what the build saw.
+#[derive(Clone, Copy, Debug)]
+pub struct Embedded(pub &'static [EmbeddedFile]);
+
+impl Embedded {
+    fn find(&self, rel: &str) -> Option<&'static EmbeddedFile> {
+        let files = self.0;
+        files.binary_search_by(|f| f.rel.cmp(rel)).ok().map(|i| &files[i])
+    }
+}
+
+impl Files for Embedded {
+    fn source(&self, rel: &str) -> io::Result<Source> {
+        let file = self.find(rel).ok_or(io::ErrorKind::NotFound)?;
+        Ok(Source::embedded(file.bytes))
+    }
+
+    fn sidecar(&self, rel: &str) -> Option<Sidecar> {
+        Sidecar::parse(self.find(rel)?.sidecar?)
+    }
+
+    fn variant(&self, rel: &str, encoding: Encoding, recorded: u64) -> Option<ReplyBody> {
+        let file = self.find(rel)?;
+        let bytes = match encoding {
+            Encoding::Brotli => file.brotli?,
+            Encoding::Gzip => file.gzip?,
+            Encoding::Identity => return None,
+        };
+        (bytes.len() as u64 == recorded).then_some(ReplyBody::Static(bytes))
     }
 }
 
@@ -68,6 +143,8 @@ pub enum ReplyBody {
     /// No body (HEAD, 304). Content-Length, if present, describes the GET body.
     Empty,
     Bytes(Vec<u8>),
+    /// Bytes built into the component.
+    Static(&'static [u8]),
     /// Stream exactly `len` bytes from this already-open file.
     File {
         file: File,
@@ -85,6 +162,7 @@ impl Reply {
         match self.body {
             ReplyBody::Empty => Ok(Vec::new()),
             ReplyBody::Bytes(bytes) => Ok(bytes),
+            ReplyBody::Static(bytes) => Ok(bytes.to_vec()),
             ReplyBody::File { file, len } => {
                 let mut bytes = Vec::new();
                 file.take(len).read_to_end(&mut bytes)?;
@@ -148,7 +226,7 @@ pub fn join_field_values(values: &[Vec<u8>]) -> Option<String> {
 }
 
 /// Answers one request. Never panics; I/O trouble other than "no such file" is a 500.
-pub fn serve(site: &Site, request: &RequestHead<'_>) -> Reply {
+pub fn serve(site: &impl Files, request: &RequestHead<'_>) -> Reply {
     let head_only = match request.method {
         "GET" => false,
         "HEAD" => true,
@@ -169,25 +247,15 @@ fn means_not_found(error: &io::Error) -> bool {
     matches!(error.kind(), NotFound | NotADirectory | IsADirectory | PermissionDenied | InvalidFilename | InvalidInput)
 }
 
-fn serve_file(site: &Site, rel: &str, request: &RequestHead<'_>, head_only: bool) -> io::Result<Reply> {
-    let source = File::open(site.root.join(rel))?;
-    let metadata = source.metadata()?;
-    if !metadata.is_file() {
-        return Ok(Reply::not_found(head_only));
-    }
-    let size = metadata.len();
+fn serve_file(site: &impl Files, rel: &str, request: &RequestHead<'_>, head_only: bool) -> io::Result<Reply> {
     let media = media_type_for(rel);
-    // The content is its own identity: hashed on every request, so neither the tag
-    // nor the sidecar's authority depends on modification times surviving a copy.
-    // A small file is read once, whole: its bytes give the tag and, if identity is
-    // served, the body (each file system call is a hop to a blocking thread in Spin).
-    let mut source = Source::read(source, size)?;
+    let mut source = site.source(rel)?;
+    let size = source.size;
     let base_etag = source.etag.clone();
 
     // Trust the build step's work only while the source is exactly what it saw.
-    let sidecar = read_sidecar(&site.precompressed, rel)
-        .filter(|s| s.is_fresh_for(size, &base_etag))
-        .filter(|s| !media.is_html || s.csp.is_some());
+    let sidecar =
+        site.sidecar(rel).filter(|s| s.is_fresh_for(size, &base_etag)).filter(|s| !media.is_html || s.csp.is_some());
 
     let (available, mut csp) = match &sidecar {
         Some(s) if media.compressible => (s.encodings(), s.csp.clone()),
@@ -213,7 +281,7 @@ fn serve_file(site: &Site, rel: &str, request: &RequestHead<'_>, head_only: bool
     let mut body = None;
     while encoding != Encoding::Identity {
         let recorded = sidecar.as_ref().and_then(|s| s.variant_size(encoding));
-        if let Some(variant) = open_variant(&site.precompressed, rel, encoding, recorded) {
+        if let Some(variant) = recorded.and_then(|recorded| site.variant(rel, encoding, recorded)) {
             body = Some(variant);
             break;
         }
@@ -227,6 +295,7 @@ fn serve_file(site: &Site, rel: &str, request: &RequestHead<'_>, head_only: bool
     let content_length = match &body {
         ReplyBody::Empty => 0,
         ReplyBody::Bytes(bytes) => bytes.len() as u64,
+        ReplyBody::Static(bytes) => bytes.len() as u64,
         ReplyBody::File { len, .. } => *len,
     };
 
@@ -246,40 +315,64 @@ fn serve_file(site: &Site, rel: &str, request: &RequestHead<'_>, head_only: bool
 pub const WHOLE_FILE_LIMIT: u64 = 256 * 1024;
 
 /// The requested file and its content tag.
-struct Source {
-    file: File,
+///
+/// The content is its own identity: hashed on every request, so neither the
+/// tag nor the sidecar's authority depends on modification times surviving a
+/// copy.
+pub struct Source {
     size: u64,
     etag: String,
-    /// The whole content, for a file of at most [`WHOLE_FILE_LIMIT`] bytes.
-    bytes: Option<Vec<u8>>,
+    content: Content,
+}
+
+enum Content {
+    File {
+        file: File,
+        /// The whole content, for a file of at most [`WHOLE_FILE_LIMIT`] bytes.
+        bytes: Option<Vec<u8>>,
+    },
+    Static(&'static [u8]),
 }
 
 impl Source {
-    fn read(file: File, size: u64) -> io::Result<Source> {
+    /// A file of `size` bytes. A small file is read once, whole: its bytes give
+    /// the tag and, if identity is served, the body (each file system call is
+    /// a hop to a blocking thread in Spin).
+    pub fn read(file: File, size: u64) -> io::Result<Source> {
         if size <= WHOLE_FILE_LIMIT {
             let bytes = read_exactly(&file, size)?;
             let etag = content_etag(&bytes);
-            return Ok(Source { file, size, etag, bytes: Some(bytes) });
+            return Ok(Source { size, etag, content: Content::File { file, bytes: Some(bytes) } });
         }
         let etag = content_etag_of(&file, size)?;
-        Ok(Source { file, size, etag, bytes: None })
+        Ok(Source { size, etag, content: Content::File { file, bytes: None } })
+    }
+
+    pub fn embedded(bytes: &'static [u8]) -> Source {
+        Source { size: bytes.len() as u64, etag: content_etag(bytes), content: Content::Static(bytes) }
     }
 
     /// The whole content (read now for a large file: only an edited HTML page needs it).
     fn bytes(&mut self) -> io::Result<&[u8]> {
-        if self.bytes.is_none() {
-            (&self.file).seek(SeekFrom::Start(0))?;
-            self.bytes = Some(read_exactly(&self.file, self.size)?);
+        match &mut self.content {
+            Content::Static(bytes) => Ok(bytes),
+            Content::File { file, bytes } => {
+                if bytes.is_none() {
+                    (&*file).seek(SeekFrom::Start(0))?;
+                    *bytes = Some(read_exactly(file, self.size)?);
+                }
+                Ok(bytes.as_deref().unwrap_or_default())
+            }
         }
-        Ok(self.bytes.as_deref().unwrap_or_default())
     }
 
     fn into_body(self) -> io::Result<ReplyBody> {
-        match self.bytes {
-            Some(bytes) => Ok(ReplyBody::Bytes(bytes)),
-            None => {
-                (&self.file).seek(SeekFrom::Start(0))?;
-                Ok(ReplyBody::File { file: self.file, len: self.size })
+        match self.content {
+            Content::Static(bytes) => Ok(ReplyBody::Static(bytes)),
+            Content::File { bytes: Some(bytes), .. } => Ok(ReplyBody::Bytes(bytes)),
+            Content::File { file, bytes: None } => {
+                (&file).seek(SeekFrom::Start(0))?;
+                Ok(ReplyBody::File { file, len: self.size })
             }
         }
     }
@@ -338,8 +431,7 @@ fn read_sidecar(precompressed: &Path, rel: &str) -> Option<Sidecar> {
 
 /// The variant, if it is there with the size the sidecar recorded: in memory when
 /// small, else the open file to stream.
-fn open_variant(precompressed: &Path, rel: &str, encoding: Encoding, recorded: Option<u64>) -> Option<ReplyBody> {
-    let recorded = recorded?;
+fn open_variant(precompressed: &Path, rel: &str, encoding: Encoding, recorded: u64) -> Option<ReplyBody> {
     let file = File::open(precompressed.join(variant_rel_path(rel, encoding)?)).ok()?;
     if recorded <= WHOLE_FILE_LIMIT {
         // Asking for one byte more than recorded checks the size in the same read.

@@ -6,8 +6,8 @@ mod common;
 use std::io::Read;
 
 use common::{app_css, index_html, make_site, TempDir, INDEX_SCRIPT, INDEX_STYLE};
-use static_core::precompress::precompress_dir;
-use static_core::{hash_source, serve, traversal_corpus, Reply, RequestHead, Site};
+use static_core::precompress::{embed_source, precompress_dir};
+use static_core::{hash_source, serve, traversal_corpus, Embedded, EmbeddedFile, Reply, RequestHead, Site};
 
 struct Fixture {
     _dir: TempDir,
@@ -452,4 +452,53 @@ fn small_bodies_are_read_whole_and_large_ones_stream() {
     assert_eq!(header(&br, "content-encoding"), "br");
     assert!(matches!(br.body, ReplyBody::Bytes(_)), "a small variant is read whole too");
     assert_eq!(brotli_decode(&body(br)), "small and plain\n".repeat(100).into_bytes());
+}
+
+/// The site as a component's build script builds it in: the files
+/// `embed_source` names, read and kept for the test's life.
+fn embedded(site: &Site) -> Embedded {
+    let source = embed_source(&site.root, &site.precompressed).unwrap();
+    let include = |field: &str| -> Option<&'static [u8]> {
+        let path = field.split("include_bytes!(\"").nth(1)?.split("\")").next()?;
+        Some(Vec::leak(std::fs::read(path).unwrap()))
+    };
+    let mut files = Vec::new();
+    for line in source.lines().filter(|l| l.starts_with("static_core::EmbeddedFile {")) {
+        let field = |name: &str| line.split(&format!(" {name}: ")).nth(1).unwrap().split(", ").next().unwrap();
+        files.push(EmbeddedFile {
+            rel: String::leak(field("rel").trim_matches('"').to_string()),
+            bytes: include(field("bytes")).unwrap(),
+            sidecar: include(field("sidecar")),
+            brotli: include(field("brotli")),
+            gzip: include(field("gzip").trim_end_matches(" },")),
+        });
+    }
+    Embedded(Vec::leak(files))
+}
+
+#[test]
+fn a_built_in_site_answers_exactly_as_its_mounted_files() {
+    let f = fixture(true);
+    let built_in = embedded(&f.site);
+    let rels: Vec<&str> = built_in.0.iter().map(|e| e.rel).collect();
+    assert_eq!(rels, ["app.js", "index.html", "logo.png", "robots.txt", "x/y.css"], "sorted, hidden files left out");
+    assert!(built_in.0[1].brotli.is_some() && built_in.0[2].brotli.is_none(), "variants only where they save bytes");
+    let paths = ["/", "/index.html", "/x/y.css", "/app.js", "/logo.png", "/robots.txt", "/.env", "/emptydir", "/nope"];
+    let accepts = [None, Some("br"), Some("gzip, br;q=0.5"), Some("br;q=0, gzip;q=0")];
+    for path in paths.into_iter().chain(traversal_corpus().iter().map(String::as_str)) {
+        for method in ["GET", "HEAD", "POST"] {
+            for accept_encoding in accepts {
+                let head = RequestHead { method, path, accept_encoding, if_none_match: None };
+                let (mounted, built) = (serve(&f.site, &head), serve(&built_in, &head));
+                assert_eq!((mounted.status, &mounted.headers), (built.status, &built.headers), "{method} {path}");
+                let etag = mounted.header("etag").map(str::to_owned);
+                assert_eq!(body(mounted), body(built), "{method} {path} {accept_encoding:?}");
+                if let Some(etag) = etag {
+                    let head = RequestHead { if_none_match: Some(&etag), ..head };
+                    let (mounted, built) = (serve(&f.site, &head), serve(&built_in, &head));
+                    assert_eq!((mounted.status, &mounted.headers), (built.status, &built.headers), "{path} 304");
+                }
+            }
+        }
+    }
 }

@@ -1,5 +1,6 @@
-//! Spin entry point. Every decision is in [`crate::plan`]; this file reads
-//! the request, performs the planned upstream call with the kit, and sends.
+//! The entry point of both packagings. Every decision is in [`crate::plan`];
+//! this file reads the request, performs the planned upstream call with the
+//! kit, and sends.
 //!
 //! A client that leaves ends this instance at its next write (the streams
 //! send keepalives), which drops the upstream request.
@@ -8,32 +9,36 @@ use std::cell::RefCell;
 use std::time::Instant;
 
 use guest_http::{
-    call, header, path_and_query, pump, read_request_body, send_error, send_json, start_sse, Outgoing, Pump, Step,
-    Timeouts, TransportFailure, Upstream,
+    call, header, pump, read_request_body, send_error, send_json, start_sse, Outgoing, Pump, Step, Timeouts,
+    TransportFailure, Upstream,
 };
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
-use spin_sdk::http_component;
-use spin_sdk::variables;
 use sse::KEEPALIVE;
 
 use crate::access::{self, Credentials};
 use crate::history;
 use crate::plan::{self, Call, Head, Plan};
 use crate::relay::RelayFlow;
-use guest_http::kv::SpinKv;
+use crate::Platform;
 
-#[http_component]
-fn handle(req: IncomingRequest, out: ResponseOutparam) {
-    if !guest_http::host_allowed(&req) {
-        return guest_http::send_host_not_allowed(out);
-    }
+/// Serves one `/api` request whose Host was allowed; `path` is below `/api`
+/// (what Spin sends as `spin-path-info`).
+pub fn serve(req: IncomingRequest, out: ResponseOutparam, path: &str, platform: &impl Platform) {
+    let var = |name: &str| platform.var(name);
+    let send = |c: &Call| {
+        if platform.may_call(c.https, &c.authority) {
+            call(&outgoing(c))
+        } else {
+            Err(TransportFailure::NotAllowed)
+        }
+    };
     let cookie = header(&req, "cookie");
     let authorization = header(&req, "authorization");
     let credentials = Credentials { cookie: cookie.as_deref(), authorization: authorization.as_deref() };
-    match access::check(|name| variables::get(name).ok(), credentials) {
+    match access::check(var, credentials) {
         Err(e) => return send_error(out, &e),
         Ok(Some(check)) => {
-            let answer = call(&outgoing(&check.call));
+            let answer = send(&check.call);
             let quiet = Some(check.call.timeout);
             let read = |limit| answer.as_ref().map_err(|f| *f).and_then(|up| up.read_to_end(limit, quiet));
             if let Err(e) = check.finish(status(&answer), read) {
@@ -43,32 +48,32 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
         Ok(None) => {}
     }
     let method = req.method().to_string();
-    let (path, query) = path_and_query(&req);
+    let query = guest_http::query(&req);
     let content_type = header(&req, "content-type");
     let last_event_id = header(&req, "last-event-id");
     let origin = header(&req, "origin");
     let host = guest_http::host(&req);
     let head = Head {
         method: &method,
-        path: &path,
+        path,
         query: &query,
         content_type: content_type.as_deref(),
         last_event_id: last_event_id.as_deref(),
         origin: origin.as_deref(),
         host: host.as_deref(),
     };
-    let planned = plan::plan(&head, |name| variables::get(name).ok(), |limit| read_request_body(&req, limit));
+    let planned = plan::plan(&head, var, |limit| read_request_body(&req, limit));
     match planned {
         Err(e) => send_error(out, &e),
         Ok(Plan::Fetch(fetch)) => {
-            let answer = call(&outgoing(&fetch.call));
+            let answer = send(&fetch.call);
             let quiet = Some(fetch.call.timeout);
             let read = |limit| answer.as_ref().map_err(|f| *f).and_then(|up| up.read_to_end(limit, quiet));
             match fetch.finish(status(&answer), read) {
                 Ok(reply) => {
                     // The history is a record, not the answer: its failure never fails the read.
                     if let Some(entry) = &reply.remember {
-                        let _ = SpinKv::open_default().and_then(|kv| history::remember(&kv, entry));
+                        let _ = platform.store().and_then(|kv| history::remember(&kv, entry));
                     }
                     send_json(out, reply.status, &reply.body, &[]);
                 }
@@ -76,13 +81,13 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
             }
         }
         Ok(Plan::History { agent_id, redactor }) => {
-            match SpinKv::open_default().and_then(|kv| history::read(&kv, &agent_id, &redactor)) {
+            match platform.store().and_then(|kv| history::read(&kv, &agent_id, &redactor)) {
                 Ok(body) => send_json(out, 200, &body, &[]),
                 Err(_) => send_error(out, &plan::history_unavailable()),
             }
         }
         Ok(Plan::Stream(stream)) => {
-            let answer = call(&outgoing(&stream.call));
+            let answer = send(&stream.call);
             let keepalive = stream.keepalive;
             // The stream's clocks: `: t0=` is the wall clock now, every `: t=` the
             // monotonic milliseconds since (see relay.rs).

@@ -24,6 +24,16 @@ pub enum Route {
     AffectHistory { agent_id: String },
 }
 
+/// The path below `/api` of a request for the console API, as Spin's
+/// `/api/...` route sends it in `spin-path-info` (`/api` → "", `/api/x` →
+/// `/x`); `None` for any other path (the site's).
+pub fn below_api(path: &str) -> Option<&str> {
+    match path.strip_prefix("/api") {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => Some(rest),
+        _ => None,
+    }
+}
+
 /// Routes a request by method and path below `/api` (Spin's `spin-path-info`
 /// for the `/api/...` route) plus the raw query string.
 pub fn route(method: &str, path: &str, query: &str) -> Result<Route, ApiError> {
@@ -120,6 +130,16 @@ pub use query::percent_encode as encode_query_value;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_api_is_everything_below_api_as_spin_routes_it() {
+        assert_eq!(below_api("/api"), Some(""));
+        assert_eq!(below_api("/api/"), Some("/"));
+        assert_eq!(below_api("/api/sessions/s_1/tools"), Some("/sessions/s_1/tools"));
+        for site in ["/", "/apis", "/api.json", "/index.html", "/x/api/config", ""] {
+            assert_eq!(below_api(site), None, "{site}");
+        }
+    }
 
     #[test]
     fn every_route_and_its_method() {
