@@ -67,8 +67,12 @@ build_app() {
 
 # The build's artefacts and their sha256, one per line: the test that
 # serve.sh and `spin build` build exactly what the tests ran compares them.
+# The precompressed site is a tree (static/js/ holds the console's modules).
 artefact_hashes() {
-    (cd "$REPO_ROOT" && sha256sum target/wasm32-wasip2/release/*.wasm target/host/ratatoskr-host target/static-precompressed/* | sort -k2)
+    (cd "$REPO_ROOT" && {
+        sha256sum target/wasm32-wasip2/release/*.wasm target/host/ratatoskr-host
+        find target/static-precompressed -type f -exec sha256sum {} +
+    } | sort -k2)
 }
 
 # Debian's Chromium for the browser tests; a fresh machine lacks it.
