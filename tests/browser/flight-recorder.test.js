@@ -696,7 +696,7 @@ describe('flight recorder (mock upstream)', () => {
       const foreign = problems.requests.filter((r) => {
         if (r.url.startsWith('data:') || r.url.startsWith('blob:')) return false;
         const u = new URL(r.url);
-        return u.origin !== host.url || !(u.pathname === '/' || u.pathname.startsWith('/api/'));
+        return u.origin !== host.url || !(u.pathname === '/' || h.CONSOLE_MODULES.includes(u.pathname) || u.pathname.startsWith('/api/'));
       });
       assert.deepEqual(foreign, []);
       await h.screenshot(page, '24-imported-xss-corpus');

@@ -247,7 +247,7 @@ describe('XSS corpus through every rendered upstream field (mock upstream)', () 
       const foreign = problems.requests.filter((r) => {
         if (r.url.startsWith('data:')) return false;
         const u = new URL(r.url);
-        return u.origin !== host.url || !(u.pathname === '/' || u.pathname.startsWith('/api/'));
+        return u.origin !== host.url || !(u.pathname === '/' || h.CONSOLE_MODULES.includes(u.pathname) || u.pathname.startsWith('/api/'));
       });
       assert.deepEqual(foreign, []);
       await h.screenshot(page, '10-xss-corpus-wide');

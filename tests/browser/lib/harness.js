@@ -15,6 +15,9 @@ const HOST_BIN = process.env.RATATOSKR_HOST_BIN || path.join(REPO_ROOT, 'target'
 const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 const ARTIFACTS = path.join(REPO_ROOT, 'target', 'browser-artifacts');
 const INDEX_HTML = path.join(REPO_ROOT, 'static', 'index.html');
+// The console's ES modules, and their paths on the site (/js/name.js).
+const MODULES_DIR = path.join(REPO_ROOT, 'static', 'js');
+const CONSOLE_MODULES = fs.readdirSync(MODULES_DIR).filter((name) => name.endsWith('.js')).sort().map((name) => '/js/' + name);
 
 /** A random admin key: the simulator and the console share it server-side. */
 function randomKey() {
@@ -114,19 +117,19 @@ async function startHost({ variables = {} } = {}) {
 }
 
 /**
- * The page's CSP allows its inline script by hash, computed by the precompress
- * step. A stale target/static-precompressed would block the script and every test
- * would fail obscurely, so say so up front.
+ * The page's CSP allows its inline style (and any inline script) by hash, computed
+ * by the precompress step. A stale target/static-precompressed would block it and
+ * every test would fail obscurely, so say so up front.
  */
 async function checkCspIsCurrent(host) {
   const html = fs.readFileSync(INDEX_HTML, 'utf8').replace(/\r\n?/g, '\n');
   const response = await fetch(host.url + '/');
   await response.arrayBuffer();
   const csp = response.headers.get('content-security-policy') || '';
-  for (const tag of ['script', 'style']) {
-    const m = new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`).exec(html);
-    if (!m) throw new Error(`static/index.html has no inline <${tag}>`);
-    const hash = 'sha256-' + crypto.createHash('sha256').update(m[1], 'utf8').digest('base64');
+  const inline = [...html.matchAll(/<(script|style)>([\s\S]*?)<\/\1>/g)];
+  if (!inline.some(([, tag]) => tag === 'style')) throw new Error('static/index.html has no inline <style>');
+  for (const [, tag, body] of inline) {
+    const hash = 'sha256-' + crypto.createHash('sha256').update(body, 'utf8').digest('base64');
     if (!csp.includes(`'${hash}'`)) {
       await host.stop();
       throw new Error(`the served CSP does not allow static/index.html's inline ${tag} (${hash}); ` +
@@ -286,6 +289,6 @@ async function horizontalOverflow(page) {
 function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
 
 module.exports = {
-  SPIN_BIN, REPO_ROOT, ARTIFACTS, INDEX_HTML, randomKey, startHost, launchBrowser, openConsole, record,
+  SPIN_BIN, REPO_ROOT, ARTIFACTS, INDEX_HTML, MODULES_DIR, CONSOLE_MODULES, randomKey, startHost, launchBrowser, openConsole, record,
   assertClean, screenshot, waitFor, horizontalOverflow, startSession, sendWithEnter, waitForTerminal, waitForPanesAfterTurn, sleep,
 };

@@ -1,0 +1,283 @@
+// The console view's session bar and transcript: the config and agent list, a new
+// session, and the turn stream (reasoning, text, tool calls, the terminal line).
+
+import { $, clear, el, fill, setText, up } from './dom.js';
+import { api, describeError, readResult, tryApi } from './api.js';
+import { readSse } from './sse.js';
+import { state } from './console-state.js';
+import { flight, flightEvent, flightSessionStart, flightSseHooks, flightTurnEnd, flightTurnStart } from './flight-recorder.js';
+import {
+  addToolEvent, clearPadPolls, loadAffect, loadBifrost, loadTools, openAdminEvents, schedulePadPoll, seedAffectHistory,
+} from './panes.js';
+
+const THINKING_PHRASES = ['is thinking', 'is weighing it', 'is reasoning', 'is considering', 'is working it out'];
+
+function agentName() {
+  if (flight.replay) return String(flight.replay.agent.display_name ?? flight.replay.agent.agent_id); // an imported session
+  const agent = state.agents.find((a) => a && a.agent_id === state.agentId);
+  return String((agent && agent.display_name) || state.agentId || 'Agent');
+}
+
+// ---- session bar ------------------------------------------------------------
+
+export async function loadConfig() {
+  const status = $('config-status');
+  let result;
+  try { result = await api('/api/config'); } catch (_) { status.textContent = 'server unreachable'; return; }
+  if (!result.ok || !result.body) {
+    const why = describeError(result);
+    // console_access = signed-in: the Playground view's sign-in opens the console too.
+    const hint = ['console_sign_in_required', 'console_role_required'].includes(why.envelopeCode)
+      ? ' (sign in under Playground with a session that may use the console, then reload)' : undefined;
+    fill(status, 'config unavailable: ', ...why.parts, hint);
+    return;
+  }
+  const config = result.body;
+  setText($('bifrost-host'), up(config.bifrost_visible_host ?? ''));
+  state.adminConfigured = config.admin_configured === true;
+  const badge = $('admin-badge');
+  badge.hidden = state.adminConfigured;
+  badge.textContent = 'admin key not configured';
+  badge.classList.toggle('bad', !state.adminConfigured);
+  state.agents = Array.isArray(config.agents) ? config.agents.filter((a) => a && typeof a.agent_id === 'string') : [];
+  const select = $('agent-select');
+  clear(select);
+  // An <option> is drawn in a box of its own: its text needs no isolate.
+  for (const agent of state.agents) {
+    select.append(el('option', { value: agent.agent_id, text: agent.display_name ?? agent.agent_id }));
+  }
+  // The config answer embeds the agents call's own error envelope.
+  if (config.agents_error) fill(status, 'agents unavailable: ', up(describeError({ body: config.agents_error }).envelopeCode ?? 'unknown'));
+  $('start-session').disabled = state.agents.length === 0;
+}
+
+export async function startSession() {
+  const agentId = $('agent-select').value;
+  if (!agentId) return;
+  if (state.turnRunning) await cancelTurn();
+  $('start-session').disabled = true;
+  const result = await tryApi('/api/sessions', {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: agentId }),
+  });
+  $('start-session').disabled = false;
+  if (!result.ok || !result.body || typeof result.body.session_id !== 'string') {
+    fill($('config-status'), 'could not start a session: ', ...describeError(result).parts);
+    return;
+  }
+  $('config-status').textContent = '';
+  state.sessionId = result.body.session_id;
+  state.agentId = agentId;
+  flightSessionStart(); // the flight recorder's new recording (it leaves an imported one)
+  state.lastAffectAt = null;
+  clearPadPolls();
+  state.affectHist.clear();
+  state.lastHistAt = null;
+  setText($('session-id'), up(state.sessionId));
+  clear($('transcript'));
+  clear($('tool-events'));
+  clear($('admin-events'));
+  state.adminPending = [];
+  $('affect').replaceChildren(el('p', { class: 'muted', text: 'No snapshot yet.' }));
+  $('message').disabled = false;
+  $('send').disabled = false;
+  $('bifrost-refresh').disabled = false;
+  $('message').focus();
+  openAdminEvents(state.sessionId);
+  loadTools(state.sessionId);
+  loadBifrost(state.sessionId);
+  seedAffectHistory(agentId).then(loadAffect); // the durable history first, then the current snapshot
+}
+
+// ---- transcript and the turn stream ------------------------------------------
+
+export function appendMessage(role, text) {
+  const who = role === 'user' ? 'you' : up(agentName());
+  const textNode = el('div', { class: 'text', text: up(text) });
+  const node = el('div', { class: 'msg ' + role }, el('div', { class: 'who', text: who }), textNode);
+  $('transcript').append(node);
+  scrollTranscript();
+  return { node, textNode };
+}
+
+function scrollTranscript() {
+  const t = $('transcript');
+  t.scrollTop = t.scrollHeight;
+}
+
+function showAwaiting(parent) {
+  hideAwaiting();
+  const started = performance.now();
+  const node = el('div', { class: 'awaiting', role: 'status' });
+  const tick = () => { node.textContent = 'awaiting first token · ' + ((performance.now() - started) / 1000).toFixed(1) + ' s'; };
+  tick();
+  parent.append(node);
+  state.awaiting = { node, interval: setInterval(tick, 250) };
+}
+
+export function hideAwaiting() {
+  if (!state.awaiting) return;
+  clearInterval(state.awaiting.interval);
+  state.awaiting.node.remove();
+  state.awaiting = null;
+}
+
+/** Reasoning indicator: clearly not engine output; one per turn. */
+function showThinkingNote() {
+  if (state.thinking || !state.turnNodes) return;
+  hideAwaiting();
+  let i = 0;
+  const node = el('div', { class: 'thinking-note', role: 'status' });
+  const render = () => fill(node, '✦ ', up(agentName()), ' ' + THINKING_PHRASES[i % THINKING_PHRASES.length]);
+  render();
+  state.turnNodes.node.insertBefore(node, state.turnNodes.textNode);
+  state.thinking = { node, interval: setInterval(() => { i += 1; render(); }, 1200) };
+}
+
+export function hideThinkingNote() {
+  if (!state.thinking) return;
+  clearInterval(state.thinking.interval);
+  state.thinking.node.remove();
+  state.thinking = null;
+}
+
+function setTurnControls(running) {
+  state.turnRunning = running;
+  $('send').disabled = running || !state.sessionId;
+  $('cancel').disabled = !running;
+}
+
+export async function sendTurn() {
+  const input = $('message');
+  const text = input.value;
+  if (!state.sessionId || state.turnRunning || text.trim() === '') return;
+  input.value = '';
+  clearPadPolls();
+  state.turnId = 'pending';
+  appendMessage('user', text);
+  const nodes = appendMessage('assistant', '');
+  nodes.reasoning = null;
+  state.turnNodes = nodes;
+  flightTurnStart(text, nodes);
+  showAwaiting(nodes.node);
+  setTurnControls(true);
+  const controller = new AbortController();
+  state.turnAbort = controller;
+  let terminalSeen = false;
+  const onEvent = (name, raw) => {
+    let data = {};
+    try { data = JSON.parse(raw); } catch (_) { data = { raw }; }
+    if (data === null || typeof data !== 'object') data = { value: data };
+    if (terminalSeen) return;
+    flightEvent(name, data);
+    if (['done', 'error', 'cancelled'].includes(name)) { terminalSeen = true; terminal(name, data); return; }
+    handleTurnEvent(name, data);
+  };
+  // A stream that stops without done/error/cancelled still ends the turn, once.
+  const unfinished = (bodyEnded) => {
+    if (terminalSeen) return;
+    terminalSeen = true;
+    if (bodyEnded) terminal('error', { code: 'stream_ended', message: 'the stream ended before the turn finished' });
+    else if (controller.signal.aborted) terminal('cancelled', {});
+    else terminal('error', { code: 'network_error', message: 'the connection to the server failed' });
+  };
+  try {
+    const response = await fetch('/api/sessions/' + encodeURIComponent(state.sessionId) + '/turns', {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text }), signal: controller.signal,
+    });
+    if (!response.ok) {
+      const refused = describeError(await readResult(response));
+      terminalSeen = true;
+      terminal('error', { code: refused.code, message: 'the turn was refused (HTTP ' + refused.status + ')' });
+      return;
+    }
+    unfinished(await readSse(response, onEvent, { dispatchTail: true, ...flightSseHooks() }));
+  } catch (_) {
+    unfinished(false);
+  }
+}
+
+export function handleTurnEvent(name, data) {
+  const nodes = state.turnNodes;
+  if (!nodes) return;
+  switch (name) {
+    case 'turn.started':
+      if (typeof data.turn_id === 'string') state.turnId = data.turn_id;
+      break;
+    case 'thinking': {
+      showThinkingNote();
+      if (!nodes.reasoning) {
+        nodes.reasoningText = el('pre', { class: 'muted', text: up('') });
+        nodes.reasoning = el('details', { class: 'reasoning' }, el('summary', { text: 'reasoning' }), nodes.reasoningText);
+        nodes.node.insertBefore(nodes.reasoning, nodes.textNode);
+      }
+      nodes.reasoningText.textContent += String(data.delta ?? '');
+      break;
+    }
+    case 'text':
+      hideThinkingNote();
+      hideAwaiting();
+      nodes.textNode.textContent += String(data.delta ?? '');
+      break;
+    case 'tool_call':
+    case 'tool_result': {
+      hideAwaiting();
+      const isResult = name === 'tool_result';
+      const body = isResult ? String(data.output ?? '') : JSON.stringify(data.arguments ?? {}, null, 2);
+      const label = [isResult ? 'result · ' : 'call · ', up(data.name ?? '?'), data.is_error === true ? ' · error' : null];
+      const details = el('details', { class: 'tool' + (data.is_error === true ? ' is-error' : '') },
+        el('summary', { class: 'mono' }, ...label), el('pre', { text: up(body) }));
+      nodes.node.insertBefore(details, nodes.textNode);
+      addToolEvent(label, body);
+      break;
+    }
+    default:
+      break; // unknown event types are ignored, never rendered raw
+  }
+  scrollTranscript();
+}
+
+/** A terminal status line's words (upstream text in up()). */
+export function terminalParts(kind, data) {
+  let parts;
+  if (kind === 'done') {
+    const usage = data.usage || {};
+    parts = ['done · ', up(usage.input_tokens ?? '?'), ' in / ', up(usage.output_tokens ?? '?'), ' out · ', up(data.finish_reason ?? '')];
+  } else if (kind === 'cancelled') {
+    parts = ['cancelled'];
+  } else {
+    parts = ['error · ', up(data.code ?? 'unknown')];
+    if (data.message) parts.push(' — ', up(data.message));
+  }
+  return parts;
+}
+
+function terminal(kind, data) {
+  hideThinkingNote();
+  hideAwaiting();
+  const nodes = state.turnNodes;
+  if (nodes) nodes.node.append(el('div', { class: 'status-line ' + kind, role: 'status' }, ...terminalParts(kind, data)));
+  flightTurnEnd(kind, data, nodes); // the turn's timeline, under its status line
+  state.turnNodes = null;
+  state.turnAbort = null;
+  state.turnId = null;
+  setTurnControls(false);
+  scrollTranscript();
+  if (kind === 'done') schedulePadPoll();
+  if (state.sessionId) loadBifrost(state.sessionId);
+}
+
+export async function cancelTurn() {
+  if (!state.turnRunning) return;
+  const turnId = state.turnId;
+  const controller = state.turnAbort;
+  $('cancel').disabled = true;
+  if (turnId && turnId !== 'pending') {
+    try {
+      await fetch('/api/sessions/' + encodeURIComponent(state.sessionId) + '/turns/' + encodeURIComponent(turnId) + '/cancel', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    } catch (_) { /* the abort below still ends the turn */ }
+    // The upstream's `cancelled` event normally ends the turn; abort if it never comes.
+    setTimeout(() => { if (state.turnAbort === controller && controller) controller.abort(); }, 3000);
+  } else if (controller) {
+    controller.abort();
+  }
+}
