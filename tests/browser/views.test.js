@@ -62,6 +62,19 @@ async function visibleView(page) {
   }));
 }
 
+/** Runs before the console's script: which view each of the first three frames shows. */
+function FRAME_PROBE() {
+  if (window.__frames) return;
+  const frames = [];
+  Object.defineProperty(window, '__frames', { value: frames });
+  const look = () => {
+    const shown = (id) => { const node = document.getElementById(id); return node ? !node.hidden : null; };
+    frames.push({ console: shown('console-view'), playground: shown('playground-view') });
+    if (frames.length < 3) requestAnimationFrame(look);
+  };
+  requestAnimationFrame(look);
+}
+
 async function consoleBarVisible(page) {
   const shown = [];
   for (const sel of CONSOLE_BAR) if (await page.isVisible(sel)) shown.push(sel);
@@ -101,6 +114,20 @@ describe('the two views (simulator)', () => {
         }
         if (size.width === 1400) await h.screenshot(page, '13-playground-1400');
       }
+      await h.assertClean(assert, page, problems);
+    } finally {
+      await context.close();
+    }
+  });
+
+  test('a page opened on #playground shows the Playground from its first frame', async () => {
+    // The console's modules block rendering until they have run: the view the
+    // fragment names is drawn first, never a frame of the console before it.
+    const { page, problems, context } = await h.openConsole(browser, host.url, { path: '/#playground', allowNetworkErrors: EXPECTED, initScripts: [FRAME_PROBE] });
+    try {
+      await h.waitFor(page, () => window.__frames.length >= 3, undefined, { what: 'three frames' });
+      const playground = { console: false, playground: true };
+      assert.deepEqual(await page.evaluate(() => window.__frames), [playground, playground, playground]);
       await h.assertClean(assert, page, problems);
     } finally {
       await context.close();

@@ -517,6 +517,62 @@ async fn root_and_index_html_are_the_same_representation() {
     assert_eq!(header(&encoded, "etag"), etag);
 }
 
+/// The console's ES modules (static/js/, a subdirectory of the mount): JavaScript for
+/// the browser's module loader (which insists on a JavaScript type, and nosniff holds
+/// it to that), precompressed like the page, each coding with its own strong tag.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_modules_are_javascript_precompressed_with_strong_etags() {
+    let app = site().await;
+    let mut modules: Vec<_> = std::fs::read_dir(repo_root().join("static/js"))
+        .expect("static/js")
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".js"))
+        .collect();
+    modules.sort();
+    assert!(modules.iter().any(|name| name == "main.js"), "{modules:?}");
+    for name in &modules {
+        let path = format!("/js/{name}");
+        let source = std::fs::read(repo_root().join("static/js").join(name)).unwrap();
+
+        let br = get(&app, &path, &[("accept-encoding", "gzip, br")]).await;
+        assert_eq!(br.status(), 200, "{path}");
+        assert_eq!(header(&br, "content-type"), "text/javascript; charset=utf-8", "{path}");
+        assert_eq!(
+            br.headers().get("content-encoding").map(|v| v.to_str().unwrap()),
+            Some("br"),
+            "{path}: no brotli variant: is target/static-precompressed stale? (scripts/test.sh runs precompress)"
+        );
+        assert_eq!(header(&br, "vary"), "Accept-Encoding", "{path}");
+        assert_eq!(header(&br, "cache-control"), "no-cache", "{path}");
+        assert_eq!(header(&br, "x-content-type-options"), "nosniff", "{path}");
+        let br_etag = header(&br, "etag").to_owned();
+        assert!(
+            br_etag.len() > 2 && br_etag.starts_with('"') && br_etag.ends_with('"'),
+            "{path}: strong quoted ETag: {br_etag}"
+        );
+        assert_eq!(
+            br_etag,
+            static_core::variant_etag(&static_core::content_etag(&source), static_core::Encoding::Brotli),
+            "{path}"
+        );
+        let br_body = br.bytes().await.unwrap();
+        assert!(br_body.len() < source.len(), "{path}: the brotli variant is smaller");
+        assert_eq!(brotli_decode(&br_body), source, "{path}");
+
+        let identity = get(&app, &path, &[]).await;
+        assert_eq!(header(&identity, "content-type"), "text/javascript; charset=utf-8", "{path}");
+        assert!(identity.headers().get("content-encoding").is_none(), "{path}");
+        assert_eq!(header(&identity, "etag"), static_core::content_etag(&source), "{path}");
+        assert_eq!(identity.bytes().await.unwrap(), source, "{path}");
+
+        let revalidated = get(&app, &path, &[("accept-encoding", "br"), ("if-none-match", br_etag.as_str())]).await;
+        assert_eq!(revalidated.status(), 304, "{path}");
+        assert_eq!(header(&revalidated, "etag"), br_etag, "{path}");
+        assert_eq!(header(&revalidated, "cache-control"), "no-cache", "{path}");
+        assert!(revalidated.bytes().await.unwrap().is_empty(), "{path}");
+    }
+}
+
 /// A private copy of the site in a temp dir with its own manifest, removed on drop.
 struct SiteCopy {
     dir: PathBuf,

@@ -159,8 +159,9 @@ async function launchBrowser({ args = [] } = {}) {
  * Chromium logs to the console for an expected HTTP status (e.g. the affect 404
  * "no snapshot yet"), which are not the page's errors.
  * `initScripts`: more functions to run before the page's own script (e.g. an observer).
+ * `path`: where to open the console (e.g. '/#playground').
  */
-async function openConsole(browser, baseUrl, { viewport = { width: 1280, height: 800 }, allowNetworkErrors = [], initScripts = [] } = {}) {
+async function openConsole(browser, baseUrl, { viewport = { width: 1280, height: 800 }, allowNetworkErrors = [], initScripts = [], path: at = '/' } = {}) {
   const context = await browser.newContext({ viewport });
   const page = await context.newPage();
   await page.addInitScript(INSTRUMENT);
@@ -181,7 +182,7 @@ async function openConsole(browser, baseUrl, { viewport = { width: 1280, height:
   page.on('pageerror', (err) => problems.pageErrors.push(String(err && err.stack || err)));
   page.on('dialog', (dialog) => { problems.dialogs.push(dialog.type() + ': ' + dialog.message()); dialog.dismiss().catch(() => {}); });
   page.on('request', (req) => problems.requests.push({ url: req.url(), method: req.method(), at: Date.now() }));
-  await page.goto(baseUrl + '/');
+  await page.goto(baseUrl + at);
   await page.waitForFunction(() => document.querySelectorAll('#agent-select option').length > 0);
   return { context, page, problems };
 }
