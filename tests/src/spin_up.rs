@@ -76,7 +76,7 @@ impl SpinUp {
             let output = std::fs::File::create(&out)?;
             command.current_dir(dir.path()).stdin(Stdio::null()).stdout(output.try_clone()?).stderr(output);
             let mut child = command.spawn().with_context(|| format!("starting {}", spin.display()))?;
-            match wait_until_serving(&mut child, &out, addr).await {
+            match wait_until_serving(&mut child, &out, &format!("Serving http://{addr}")).await {
                 Ok(()) => break (addr, child),
                 Err(_) if attempts < 5 && read(&out).contains("is already in use") => continue,
                 Err(error) => {
@@ -111,30 +111,43 @@ impl Drop for SpinUp {
 }
 
 /// Waits for `spin up` to print that it serves on `addr`.
-async fn wait_until_serving(child: &mut Child, out: &Path, addr: SocketAddr) -> Result<()> {
+/// Waits for a server child to print `needle` (its "serving" line) to `out`.
+pub(crate) async fn wait_until_serving(child: &mut Child, out: &Path, needle: &str) -> Result<()> {
     let started = Instant::now();
-    let needle = format!("Serving http://{addr}");
     loop {
-        if read(out).contains(&needle) {
+        if read(out).contains(needle) {
             return Ok(());
         }
         if let Some(status) = child.try_wait()? {
-            bail!("spin up exited ({status}) before serving:\n{}", read(out));
+            bail!("the server exited ({status}) before serving:\n{}", read(out));
         }
         if started.elapsed() > START_TIMEOUT {
-            bail!("spin up did not serve within {START_TIMEOUT:?}:\n{}", read(out));
+            bail!("the server did not serve within {START_TIMEOUT:?}:\n{}", read(out));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-fn read(path: &Path) -> String {
+pub(crate) fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
 /// SIGINT lets Spin remove its working copy; SIGKILL if it lingers.
 fn stop(child: &mut Child) {
-    let _ = Command::new("kill").arg("-INT").arg(child.id().to_string()).status();
+    stop_target(child, &child.id().to_string());
+}
+
+/// SIGINT to a child that leads its own process group and to every process
+/// it started (`jco serve` runs its server in a second node), SIGKILL to the
+/// group if it lingers.
+pub(crate) fn stop_group(child: &mut Child) {
+    let group = format!("-{}", child.id());
+    stop_target(child, &group);
+    let _ = Command::new("kill").arg("-KILL").arg("--").arg(&group).stderr(Stdio::null()).status();
+}
+
+fn stop_target(child: &mut Child, target: &str) {
+    let _ = Command::new("kill").arg("-INT").arg("--").arg(target).status();
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
@@ -147,7 +160,7 @@ fn stop(child: &mut Child) {
 }
 
 /// A port nothing listens on right now (bound, then released for Spin).
-fn free_port() -> Result<SocketAddr> {
+pub(crate) fn free_port() -> Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?)
 }
@@ -164,6 +177,9 @@ fn runtime_config_toml(config: &RuntimeConfig) -> String {
             }
         }
     }
+    if !config.connection_pooling {
+        toml.push_str("[outbound_http]\nconnection_pooling = false\n");
+    }
     toml
 }
 
@@ -171,7 +187,10 @@ fn runtime_config_toml(config: &RuntimeConfig) -> String {
 /// `name:port` becomes what a user would configure: every variable naming
 /// `http://name[:port]` names the mock's address instead (URLs and the
 /// `allowed_outbound_hosts` origins move together).
-fn redirected(variables: &HashMap<String, String>, redirects: &HashMap<String, SocketAddr>) -> HashMap<String, String> {
+pub(crate) fn redirected(
+    variables: &HashMap<String, String>,
+    redirects: &HashMap<String, SocketAddr>,
+) -> HashMap<String, String> {
     variables
         .iter()
         .map(|(name, value)| {
@@ -240,5 +259,8 @@ mod tests {
         let toml = runtime_config_toml(&config);
         assert!(toml.contains("[key_value_store.default]\ntype = \"spin\"\n["), "{toml}");
         assert!(toml.contains("[sqlite_database.default]\ntype = \"spin\"\npath = \"/tmp/x.db\"\n"), "{toml}");
+        assert!(!toml.contains("outbound_http"), "pooling on is Spin's default: {toml}");
+        config.connection_pooling = false;
+        assert!(runtime_config_toml(&config).ends_with("[outbound_http]\nconnection_pooling = false\n"));
     }
 }

@@ -247,6 +247,75 @@ async fn outbound_requests_obey_the_allow_list() {
     }
 }
 
+/// Five proxied GETs, one after another; what the upstream saw.
+async fn five_fetches(app: &TestApp, mock: &MockUpstream) {
+    for i in 0..5 {
+        let r = client().get(app.url(&format!("/probe/fetch?http://{}/n/{i}", mock.addr))).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.text().await.unwrap(), "pong");
+    }
+    let paths: Vec<_> = mock.requests().into_iter().map(|r| r.path_and_query).collect();
+    assert_eq!(paths, ["/n/0", "/n/1", "/n/2", "/n/3", "/n/4"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upstream_connections_are_kept_alive_between_requests_as_in_spin() {
+    let mock = MockUpstream::start(|_| async { respond(200, "text/plain", "pong") }).await;
+    let app = probe_app(Some(&mock)).await;
+    five_fetches(&app, &mock).await;
+    assert_eq!(mock.accepted_connections(), 1, "each request reused the first connection");
+
+    // A body the guest stops reading mid-stream closes its connection: the
+    // next request must not inherit a half-read response.
+    let (sender, streamed) = streaming(200, "text/event-stream");
+    let streamed = std::sync::Mutex::new(Some(streamed));
+    let stream_mock = MockUpstream::start(move |r| {
+        let response = match r.path_and_query.as_str() {
+            "/events" => streamed.lock().unwrap().take().expect("one stream"),
+            _ => respond(200, "text/plain", "after"),
+        };
+        async move { response }
+    })
+    .await;
+    let app = probe_app(Some(&stream_mock)).await;
+    let mut body = client()
+        .get(app.url(&format!("/probe/fetch?http://{}/events", stream_mock.addr)))
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    sender.send(Bytes::from_static(b": one\n\n")).unwrap();
+    body.next().await.unwrap().unwrap();
+    drop(body);
+    // The guest notices at its first write after the host saw the client
+    // leave, then lets go of the upstream body mid-stream.
+    let mut closed = false;
+    for _ in 0..50 {
+        sender.send(Bytes::from_static(b": more\n\n")).unwrap();
+        if stream_mock.wait_for_open_connections(0, Duration::from_millis(100)).await.is_some() {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "the half-read connection stayed open");
+    let after = client().get(app.url(&format!("/probe/fetch?http://{}/after", stream_mock.addr))).send().await.unwrap();
+    assert_eq!(after.text().await.unwrap(), "after");
+    assert_eq!(stream_mock.accepted_connections(), 2, "a new connection after the abandoned stream");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runtime_config_can_turn_connection_pooling_off_as_in_spin() {
+    let mock = MockUpstream::start(|_| async { respond(200, "text/plain", "pong") }).await;
+    require_wasm("probe.wasm");
+    let mut options = TestAppOptions::new(fixture("probe.toml"))
+        .variable("secret_key", SECRET)
+        .variable("upstream_host", &mock.addr.to_string());
+    options.runtime_config.connection_pooling = false;
+    let app = TestApp::start(options).await.expect("probe app starts");
+    five_fetches(&app, &mock).await;
+    assert_eq!(mock.accepted_connections(), 5, "one connection per request");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn service_chaining_reaches_a_private_component_in_process() {
     let app = probe_app(None).await;

@@ -113,6 +113,7 @@ fn base_options(brave: &MockUpstream, linkup: &MockUpstream, db_path: &Path) -> 
     options.runtime_config = RuntimeConfig {
         key_value_stores: BTreeMap::from([("default".to_string(), StoreLocation::Memory)]),
         sqlite_databases: BTreeMap::from([("default".to_string(), StoreLocation::File(db_path.to_path_buf()))]),
+        ..RuntimeConfig::in_memory()
     };
     options
 }

@@ -27,6 +27,7 @@ use crate::log::{GuestOutput, LogSink};
 use crate::manifest::Manifest;
 use crate::memory::MemoryPeak;
 use crate::outbound::AllowedHosts;
+use crate::outbound_pool::Pool;
 use crate::routing::{RouteMatch, Router};
 use crate::runtime_config::RuntimeConfig;
 use crate::sqlite::SqliteDatabases;
@@ -72,6 +73,8 @@ pub struct AppInner {
     pub(crate) sqlite: SqliteDatabases,
     pub(crate) clock: Clock,
     pub(crate) redirects: HashMap<String, SocketAddr>,
+    /// Kept-alive upstream connections, shared by every component (as Spin's per-app clients).
+    pub(crate) upstreams: Arc<Pool>,
     pub(crate) log: LogSink,
     /// `/.well-known/spin/info`: the application's name and version, as Spin serves it.
     info: Bytes,
@@ -251,11 +254,17 @@ impl App {
             sqlite,
             clock: Clock::default(),
             redirects: options.redirects,
+            upstreams: Pool::new(options.runtime_config.connection_pooling),
             log: options.log,
             info: app_info(&manifest.application.name, manifest.application.version.as_deref()),
             _working_dir: working_dir,
         };
         Ok(App { inner: Arc::new(inner) })
+    }
+
+    /// Upstream connections idle in the pool now.
+    pub fn idle_upstream_connections(&self) -> usize {
+        self.inner.upstreams.idle_count()
     }
 
     pub fn log(&self) -> &LogSink {

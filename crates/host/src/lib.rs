@@ -8,7 +8,7 @@
 //!   store per request; [`guest_run`]: where an instance runs (in the task
 //!   that waits on it, then detached); [`server`]: the HTTP front door.
 //! - [`outbound_http`]: the outgoing-request hook (allow-list, service
-//!   chaining, test redirects); [`spin_imports`] + [`key_value`] + [`sqlite`]:
+//!   chaining, test redirects), [`outbound_pool`]: kept-alive upstream connections; [`spin_imports`] + [`key_value`] + [`sqlite`]:
 //!   Spin's own interfaces; [`clock`]: a wall clock tests can move;
 //!   [`memory`]: each component's peak guest linear memory.
 //! - [`testing`]: what tests need: ephemeral apps and counting mock upstreams.
@@ -23,6 +23,7 @@ pub mod manifest;
 pub mod memory;
 pub mod outbound;
 mod outbound_http;
+mod outbound_pool;
 pub mod routing;
 pub mod runtime_config;
 pub mod server;

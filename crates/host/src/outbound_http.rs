@@ -1,26 +1,21 @@
 //! The `wasi:http/outgoing-handler` hook: where the allow-list is enforced,
-//! `*.spin.internal` is served in-process (service chaining), and tests
-//! redirect named hosts to their mock upstreams.
+//! `*.spin.internal` is served in-process (service chaining), tests
+//! redirect named hosts to their mock upstreams, and everything else goes out
+//! through the connection pool ([`crate::outbound_pool`]).
 
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
-
-use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
 
 use http_body_util::BodyExt;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::app::{AppInner, ComponentConfig};
 use crate::outbound::{default_port, Target};
+use crate::outbound_pool::IoFuture;
 use crate::routing::RouteMatch;
 
 const CHAINING_SUFFIX: &str = ".spin.internal";
 
-type IoFuture = Box<dyn Future<Output = Result<(), Error>> + Send>;
 type SendFuture = Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), Error>> + Send>;
 
 pub struct OutboundHooks {
@@ -86,87 +81,6 @@ impl WasiHttpHooks for OutboundHooks {
             parts.authority = Some(addr.to_string().parse().expect("socket address is an authority"));
             *request.uri_mut() = http::Uri::from_parts(parts).expect("rebuilt from a valid uri");
         }
-        Box::new(async move {
-            let sent = Arc::new(AtomicBool::new(false));
-            let request = request.map(|body| SentFlag { inner: body, sent: sent.clone() }.boxed_unsync());
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
-            if !sent.load(Ordering::Acquire) {
-                // The guest may still be writing its request body while it does not
-                // read the response: the connection must go on by itself.
-                return Ok((response.map(BodyExt::boxed_unsync), Box::new(io) as IoFuture));
-            }
-            // Request sent: from here the connection only serves the response body,
-            // so the body's reader drives it (no task hand-off per chunk).
-            let response = response
-                .map(|body| ConnBody { inner: body, io: Some(Pin::from(Box::new(io) as IoFuture)) }.boxed_unsync());
-            Ok((response, Box::new(async { Ok(()) }) as IoFuture))
-        })
-    }
-}
-
-/// A request body that records when it has been sent whole.
-struct SentFlag<B> {
-    inner: B,
-    sent: Arc<AtomicBool>,
-}
-
-impl<B: Body<Data = Bytes, Error = Error> + Unpin> Body for SentFlag<B> {
-    type Data = Bytes;
-    type Error = Error;
-
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
-        let frame = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(None) = frame {
-            self.sent.store(true, Ordering::Release);
-        }
-        frame
-    }
-
-    fn is_end_stream(&self) -> bool {
-        let end = self.inner.is_end_stream();
-        if end {
-            self.sent.store(true, Ordering::Release);
-        }
-        end
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl<B> Drop for SentFlag<B> {
-    fn drop(&mut self) {
-        // The connection let go of the body: it will write nothing more of it.
-        self.sent.store(true, Ordering::Release);
-    }
-}
-
-/// A response body that drives its own connection when it is read.
-struct ConnBody<B> {
-    inner: B,
-    io: Option<Pin<IoFuture>>,
-}
-
-impl<B: Body<Data = Bytes, Error = Error> + Unpin> Body for ConnBody<B> {
-    type Data = Bytes;
-    type Error = Error;
-
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
-        if let Some(io) = self.io.as_mut() {
-            // A failed connection also fails the body, which reports it.
-            if io.as_mut().poll(cx).is_ready() {
-                self.io = None;
-            }
-        }
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        Box::new(self.app.upstreams.clone().send(request, options))
     }
 }

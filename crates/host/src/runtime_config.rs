@@ -2,7 +2,9 @@
 //!
 //! Supported: `[key_value_store.<label>] type = "spin", path = "…"` and
 //! `[sqlite_database.<label>] type = "spin", path = "…"` (paths relative to the
-//! runtime-config file; no path = in memory). Without a file, the `default`
+//! runtime-config file; no path = in memory), and `[outbound_http]
+//! connection_pooling = <bool>` (pooling is on without the table; as in Spin,
+//! a table that leaves the key out turns it off). Without a file, the `default`
 //! key-value store is `<app dir>/.spin/sqlite_key_value.db` and the `default`
 //! database `<app dir>/.spin/sqlite_db.db`, Spin's own defaults.
 
@@ -19,6 +21,16 @@ struct RawRuntimeConfig {
     key_value_store: BTreeMap<String, RawStore>,
     #[serde(default)]
     sqlite_database: BTreeMap<String, RawStore>,
+    #[serde(default)]
+    outbound_http: Option<RawOutboundHttp>,
+}
+
+/// Spin's `max_connections` is not imitated: the table refuses it rather than ignore it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOutboundHttp {
+    #[serde(default)]
+    connection_pooling: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -41,6 +53,8 @@ pub enum StoreLocation {
 pub struct RuntimeConfig {
     pub key_value_stores: BTreeMap<String, StoreLocation>,
     pub sqlite_databases: BTreeMap<String, StoreLocation>,
+    /// Keep upstream connections alive between requests (Spin's default).
+    pub connection_pooling: bool,
 }
 
 impl RuntimeConfig {
@@ -56,6 +70,7 @@ impl RuntimeConfig {
                 "default".to_string(),
                 StoreLocation::File(state.join("sqlite_db.db")),
             )]),
+            connection_pooling: true,
         }
     }
 
@@ -65,6 +80,7 @@ impl RuntimeConfig {
         Self {
             key_value_stores: BTreeMap::from([("default".to_string(), StoreLocation::Memory)]),
             sqlite_databases: BTreeMap::from([("default".to_string(), StoreLocation::Memory)]),
+            connection_pooling: true,
         }
     }
 
@@ -84,6 +100,9 @@ impl RuntimeConfig {
         }
         for (label, store) in raw.sqlite_database {
             config.sqlite_databases.insert(label.clone(), store.location(base, &label)?);
+        }
+        if let Some(outbound) = raw.outbound_http {
+            config.connection_pooling = outbound.connection_pooling;
         }
         Ok(config)
     }
@@ -131,5 +150,17 @@ path = "/abs/db.sqlite"
             RuntimeConfig::parse("[key_value_store.x]\ntype = \"redis\"\n", Path::new("/"), Path::new("/")).is_err()
         );
         assert!(RuntimeConfig::parse("[nonsense]\n", Path::new("/"), Path::new("/")).is_err());
+    }
+
+    #[test]
+    fn connection_pooling_is_on_by_default_and_follows_spins_table() {
+        let parse = |text: &str| RuntimeConfig::parse(text, Path::new("/"), Path::new("/"));
+        assert!(RuntimeConfig::defaults(Path::new("/app")).connection_pooling);
+        assert!(parse("").unwrap().connection_pooling);
+        assert!(!parse("[outbound_http]\nconnection_pooling = false\n").unwrap().connection_pooling);
+        assert!(parse("[outbound_http]\nconnection_pooling = true\n").unwrap().connection_pooling);
+        // Spin's serde default: the table without the key means false.
+        assert!(!parse("[outbound_http]\n").unwrap().connection_pooling);
+        assert!(parse("[outbound_http]\nmax_connections = 4\n").is_err());
     }
 }

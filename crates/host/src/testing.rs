@@ -128,6 +128,7 @@ pub struct MockUpstream {
     pub addr: SocketAddr,
     requests: Arc<Mutex<Vec<RecordedRequest>>>,
     open_connections: Arc<AtomicUsize>,
+    accepted_connections: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -157,11 +158,13 @@ impl MockUpstream {
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let open_connections = Arc::new(AtomicUsize::new(0));
-        let (recorded, open) = (requests.clone(), open_connections.clone());
+        let accepted_connections = Arc::new(AtomicUsize::new(0));
+        let (recorded, open, accepted) = (requests.clone(), open_connections.clone(), accepted_connections.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { return };
                 open.fetch_add(1, Ordering::SeqCst);
+                accepted.fetch_add(1, Ordering::SeqCst);
                 let gauge = ConnectionGauge(open.clone());
                 let (handler, recorded) = (handler.clone(), recorded.clone());
                 tokio::spawn(async move {
@@ -187,7 +190,7 @@ impl MockUpstream {
                 });
             }
         });
-        Self { addr, requests, open_connections, task }
+        Self { addr, requests, open_connections, accepted_connections, task }
     }
 
     pub fn requests(&self) -> Vec<RecordedRequest> {
@@ -196,6 +199,11 @@ impl MockUpstream {
 
     pub fn open_connections(&self) -> usize {
         self.open_connections.load(Ordering::SeqCst)
+    }
+
+    /// Connections accepted since the start, open or closed.
+    pub fn accepted_connections(&self) -> usize {
+        self.accepted_connections.load(Ordering::SeqCst)
     }
 
     /// Waits until the gauge reads `n`; returns how long that took, or `None`.

@@ -168,11 +168,27 @@ async fn main() {
         }
     };
 
+    // The same host with `[outbound_http] connection_pooling = false`: a new
+    // upstream connection per request, the host's behaviour before it pooled.
+    let mut unpooled = options();
+    unpooled.runtime_config.connection_pooling = false;
+    let unpooled = TestApp::start_on(&Runtime::Host, unpooled).await.unwrap();
+
     let mut all = vec![Scenario::new("upstream hit directly (baseline)", upstream.addr, "/", vec![], 200).await];
     all.extend(scenarios("host", &host, &upstream).await);
     if let Some(spin) = &spin {
         all.extend(scenarios("spin 4.0.2", spin, &upstream).await);
     }
+    all.push(
+        Scenario::new(
+            "host, pooling off: console GET /api/sessions/s_1/tools",
+            unpooled.addr,
+            "/api/sessions/s_1/tools",
+            vec![],
+            200,
+        )
+        .await,
+    );
     for s in &mut all {
         for _ in 0..200 {
             s.once().await;
@@ -214,6 +230,13 @@ async fn main() {
         );
     };
     report("host", &all[1..6]);
+    let added = |s: &Scenario| s.p(0.5).saturating_sub(direct.p(0.5));
+    let unpooled_tools = all.last().expect("pushed above");
+    println!(
+        "- host: the console's tools GET adds p50 {} ms with pooling off; pooled / unpooled added p50 = {:.2}",
+        ms(added(unpooled_tools)),
+        added(&all[3]).as_secs_f64() / added(unpooled_tools).as_secs_f64()
+    );
     if spin.is_some() {
         report("spin 4.0.2", &all[6..11]);
         for i in 0..5 {

@@ -251,6 +251,7 @@ fn playground_options(brave: &MockUpstream, db: StoreLocation) -> TestAppOptions
     options.runtime_config = RuntimeConfig {
         key_value_stores: BTreeMap::from([("default".to_string(), StoreLocation::Memory)]),
         sqlite_databases: BTreeMap::from([("default".to_string(), db)]),
+        ..RuntimeConfig::in_memory()
     };
     options
 }
