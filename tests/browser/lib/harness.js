@@ -112,7 +112,12 @@ async function startHost({ variables = {} } = {}) {
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
-  await checkCspIsCurrent(host);
+  try {
+    await checkCspIsCurrent(host);
+  } catch (e) {
+    await host.stop();
+    throw e;
+  }
   return host;
 }
 
@@ -131,7 +136,6 @@ async function checkCspIsCurrent(host) {
   for (const [, tag, body] of inline) {
     const hash = 'sha256-' + crypto.createHash('sha256').update(body, 'utf8').digest('base64');
     if (!csp.includes(`'${hash}'`)) {
-      await host.stop();
       throw new Error(`the served CSP does not allow static/index.html's inline ${tag} (${hash}); ` +
         'refresh target/static-precompressed (scripts/test.sh runs the precompress step). CSP: ' + csp);
     }
