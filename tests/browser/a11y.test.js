@@ -9,7 +9,7 @@
 // does not govern, so the context keeps its CSP (no bypassCSP) and the
 // instrumentation still sees any violation axe itself would cause.
 
-const { describe, test, before, after } = require('node:test');
+const { describe, test } = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -83,14 +83,9 @@ describe('accessibility: axe-core over both views', () => {
   let host;
   let browser;
 
-  before(async () => {
-    host = await h.startHost({ variables: { admin_key: h.randomKey(), seed_demo_data: 'true', demo_password: DEMO_PASSWORD } });
-    browser = await h.launchBrowser();
-  });
-
-  after(async () => {
-    if (browser) await browser.close();
-    if (host) await host.stop();
+  h.suiteSetup(async (own) => {
+    host = own(await h.startHost({ variables: { admin_key: h.randomKey(), seed_demo_data: 'true', demo_password: DEMO_PASSWORD } }));
+    browser = own(await h.launchBrowser());
   });
 
   test('the console: before a session, after a real turn (every pane), the timeline open, an imported recording', async (t) => {

@@ -6,7 +6,7 @@
 // must be a bidi isolate that holds none of the console's words, and those words
 // must still read left to right on screen.
 
-const { describe, test, before, after } = require('node:test');
+const { describe, test } = require('node:test');
 const assert = require('node:assert/strict');
 const h = require('./lib/harness');
 const { MockUpstream } = require('./lib/mock-upstream');
@@ -109,16 +109,10 @@ describe('bidi controls in upstream text stay in their runs (mock upstream)', ()
   let host;
   let browser;
 
-  before(async () => {
-    mock = await new MockUpstream(scenario()).start();
-    host = await h.startHost({ variables: mock.variables() });
-    browser = await h.launchBrowser();
-  });
-
-  after(async () => {
-    if (browser) await browser.close();
-    if (host) await host.stop();
-    if (mock) await mock.stop();
+  h.suiteSetup(async (own) => {
+    mock = own(await new MockUpstream(scenario()).start());
+    host = own(await h.startHost({ variables: mock.variables() }));
+    browser = own(await h.launchBrowser());
   });
 
   test('transcript, Tools, BifrostState, AdminEvents and affect isolate every upstream run', async () => {

@@ -6,7 +6,7 @@
 // refusals of malformed documents, the XSS corpus through an imported document, the
 // key canary over the exported document, and affect history surviving a reload.
 
-const { describe, test, before, after } = require('node:test');
+const { describe, test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -232,20 +232,13 @@ describe('flight recorder (mock upstream)', () => {
   let browser;
   let sc;
 
-  before(async () => {
+  h.suiteSetup(async (own) => {
     sc = scenario();
-    mock = await new MockUpstream(sc).start();
+    mock = own(await new MockUpstream(sc).start());
     sc.keys = [mock.consumerKey, mock.adminKey];
-    host = await h.startHost({ variables: mock.variables() });
-    proxy = await new BufferingProxy(host.url).start();
-    browser = await h.launchBrowser();
-  });
-
-  after(async () => {
-    if (browser) await browser.close();
-    if (proxy) await proxy.stop();
-    if (host) await host.stop();
-    if (mock) await mock.stop();
+    host = own(await h.startHost({ variables: mock.variables() }));
+    proxy = own(await new BufferingProxy(host.url).start());
+    browser = own(await h.launchBrowser());
   });
 
   test('turn timeline: first byte, first thinking / text, each tool call, terminal, total, largest gap, deltas/s (within 50 ms)', async () => {

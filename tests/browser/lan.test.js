@@ -4,7 +4,7 @@
 // console with console_access = "signed-in" opens only to a Playground session
 // of the chosen role, through the same cookie the Playground view sets.
 
-const { describe, test, before, after } = require('node:test');
+const { describe, test } = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 const h = require('./lib/harness');
@@ -17,17 +17,11 @@ const LISTED = 'console.lan.test';
 describe('the console on a LAN host', () => {
   let browser, open, closed;
 
-  before(async () => {
+  h.suiteSetup(async (own) => {
     const common = { seed_demo_data: 'true', demo_password: DEMO_PASSWORD, admin_key: h.randomKey(), allowed_hosts: LISTED };
-    open = await h.startHost({ variables: common });
-    closed = await h.startHost({ variables: { ...common, admin_key: h.randomKey(), console_access: 'signed-in', console_role: 'member' } });
-    browser = await h.launchBrowser({ args: [`--host-resolver-rules=MAP ${REBIND} 127.0.0.1, MAP ${LISTED} 127.0.0.1`] });
-  });
-
-  after(async () => {
-    if (browser) await browser.close();
-    if (open) await open.stop();
-    if (closed) await closed.stop();
+    open = own(await h.startHost({ variables: common }));
+    closed = own(await h.startHost({ variables: { ...common, admin_key: h.randomKey(), console_access: 'signed-in', console_role: 'member' } }));
+    browser = own(await h.launchBrowser({ args: [`--host-resolver-rules=MAP ${REBIND} 127.0.0.1, MAP ${LISTED} 127.0.0.1`] }));
   });
 
   test('a rebound name gets only 421 host_not_allowed; a listed name is the console', async () => {

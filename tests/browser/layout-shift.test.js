@@ -9,7 +9,7 @@
 // The page is driven without trusted input (DOM clicks and requestSubmit()), so
 // no shift is excused as following a user's input: every shift counts.
 
-const { describe, test, before, after } = require('node:test');
+const { describe, test } = require('node:test');
 const assert = require('node:assert/strict');
 const h = require('./lib/harness');
 
@@ -59,14 +59,9 @@ describe('layout shift (simulator)', () => {
   let host;
   let browser;
 
-  before(async () => {
-    host = await h.startHost({ variables: { admin_key: h.randomKey() } });
-    browser = await h.launchBrowser();
-  });
-
-  after(async () => {
-    if (browser) await browser.close();
-    if (host) await host.stop();
+  h.suiteSetup(async (own) => {
+    host = own(await h.startHost({ variables: { admin_key: h.randomKey() } }));
+    browser = own(await h.launchBrowser());
   });
 
   for (const viewport of [{ width: 1280, height: 800 }, { width: 420, height: 800 }]) {

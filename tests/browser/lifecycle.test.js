@@ -3,7 +3,7 @@
 // affect snapshots and turn timing the test controls; plus the BifrostState
 // typed states.
 
-const { describe, test, before, after } = require('node:test');
+const { describe, test } = require('node:test');
 const assert = require('node:assert/strict');
 const h = require('./lib/harness');
 const { MockUpstream } = require('./lib/mock-upstream');
@@ -75,16 +75,10 @@ describe('lifecycle and the PAD poll (mock upstream)', () => {
   let host;
   let browser;
 
-  before(async () => {
-    mock = await new MockUpstream(scenario()).start();
-    host = await h.startHost({ variables: mock.variables() });
-    browser = await h.launchBrowser();
-  });
-
-  after(async () => {
-    if (browser) await browser.close();
-    if (host) await host.stop();
-    if (mock) await mock.stop();
+  h.suiteSetup(async (own) => {
+    mock = own(await new MockUpstream(scenario()).start());
+    host = own(await h.startHost({ variables: mock.variables() }));
+    browser = own(await h.launchBrowser());
   });
 
   test('PAD poll: 4 reads on schedule, stops when emitted_at advances, none once a new turn started', async () => {

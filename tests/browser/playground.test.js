@@ -11,7 +11,7 @@
 // (scripted 401 token_expired, recorded attempts, hostile search results); REAL
 // keeps the simulator's inference (which records traces) and providers.
 
-const { describe, test, before, after } = require('node:test');
+const { describe, test } = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
 const crypto = require('node:crypto');
@@ -83,7 +83,7 @@ function startMock() {
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => {
     mock.origin = 'http://127.0.0.1:' + server.address().port;
-    mock.close = () => new Promise((r) => { server.closeAllConnections(); server.close(r); });
+    mock.stop = () => new Promise((r) => { server.closeAllConnections(); server.close(r); });
     resolve(mock);
   }));
 }
@@ -221,23 +221,16 @@ async function assertNoTokenLeak(page, consoleAll) {
 describe('playground view', () => {
   let browser, mock, mocked, real;
 
-  before(async () => {
-    mock = await startMock();
+  h.suiteSetup(async (own) => {
+    mock = own(await startMock());
     const common = { seed_demo_data: 'true', demo_password: DEMO_PASSWORD, admin_key: h.randomKey() };
-    mocked = await h.startHost({ variables: {
+    mocked = own(await h.startHost({ variables: {
       ...common,
       inference_base_url: mock.origin + '/inference', inference_origin: mock.origin,
       brave_base_url: mock.origin + '/brave', brave_origin: mock.origin,
-    } });
-    real = await h.startHost({ variables: { ...common, admin_key: h.randomKey() } });
-    browser = await h.launchBrowser();
-  });
-
-  after(async () => {
-    if (browser) await browser.close();
-    if (mocked) await mocked.stop();
-    if (real) await real.stop();
-    if (mock) await mock.close();
+    } }));
+    real = own(await h.startHost({ variables: { ...common, admin_key: h.randomKey() } }));
+    browser = own(await h.launchBrowser());
   });
 
   test('sign-in, roles, sign-out; a wrong password is a typed refusal', async () => {

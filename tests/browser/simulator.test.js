@@ -3,7 +3,7 @@
 // Debian's Chromium: a full turn with every pane, cancel, error, session
 // switching, and the narrow-window / keyboard pass.
 
-const { describe, test, before, after } = require('node:test');
+const { describe, test } = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -27,14 +27,9 @@ describe('operator console on the simulator', () => {
   let host;
   let browser;
 
-  before(async () => {
-    host = await h.startHost({ variables: { admin_key: h.randomKey(), seed_demo_data: 'true', demo_password: DEMO_PASSWORD } });
-    browser = await h.launchBrowser();
-  });
-
-  after(async () => {
-    if (browser) await browser.close();
-    if (host) await host.stop();
+  h.suiteSetup(async (own) => {
+    host = own(await h.startHost({ variables: { admin_key: h.randomKey(), seed_demo_data: 'true', demo_password: DEMO_PASSWORD } }));
+    browser = own(await h.launchBrowser());
   });
 
   test('full turn: reasoning line, streamed text, done, delayed affect emit, every pane filled', async () => {

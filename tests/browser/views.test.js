@@ -4,7 +4,7 @@
 // header shows each view's own controls only (hidden ones out of the tab
 // order); the view is kept in the URL fragment across reloads and back/forward.
 
-const { describe, test, before, after } = require('node:test');
+const { describe, test } = require('node:test');
 const assert = require('node:assert/strict');
 const h = require('./lib/harness');
 
@@ -85,14 +85,9 @@ describe('the two views (simulator)', () => {
   let host;
   let browser;
 
-  before(async () => {
-    host = await h.startHost({ variables: { admin_key: h.randomKey() } });
-    browser = await h.launchBrowser();
-  });
-
-  after(async () => {
-    if (browser) await browser.close();
-    if (host) await host.stop();
+  h.suiteSetup(async (own) => {
+    host = own(await h.startHost({ variables: { admin_key: h.randomKey() } }));
+    browser = own(await h.launchBrowser());
   });
 
   test('each composer fills its pane at 1400x900 and at 420x800', async () => {

@@ -4,7 +4,7 @@
 // must never fire, no markup may appear, and each string must read back
 // literally as text.
 
-const { describe, test, before, after } = require('node:test');
+const { describe, test } = require('node:test');
 const assert = require('node:assert/strict');
 const h = require('./lib/harness');
 const { MockUpstream } = require('./lib/mock-upstream');
@@ -102,17 +102,11 @@ describe('XSS corpus through every rendered upstream field (mock upstream)', () 
   let browser;
   let sc;
 
-  before(async () => {
+  h.suiteSetup(async (own) => {
     sc = scenario();
-    mock = await new MockUpstream(sc).start();
-    host = await h.startHost({ variables: mock.variables() });
-    browser = await h.launchBrowser();
-  });
-
-  after(async () => {
-    if (browser) await browser.close();
-    if (host) await host.stop();
-    if (mock) await mock.stop();
+    mock = own(await new MockUpstream(sc).start());
+    host = own(await h.startHost({ variables: mock.variables() }));
+    browser = own(await h.launchBrowser());
   });
 
   test(`${P.length} payloads render as literal text, never as markup or script`, async () => {

@@ -1,7 +1,9 @@
 'use strict';
-// Shared set-up for the browser tests: the real host binary on a free port,
-// Debian's Chromium driven by playwright-core, and an instrumented page.
+// Shared set-up for the browser tests: each suite's before/after (suiteSetup),
+// the real host binary on a free port, Debian's Chromium driven by
+// playwright-core, and an instrumented page.
 
+const { before, after } = require('node:test');
 const { spawn } = require('node:child_process');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -140,6 +142,29 @@ async function checkCspIsCurrent(host) {
         'refresh target/static-precompressed (scripts/test.sh runs the precompress step). CSP: ' + csp);
     }
   }
+}
+
+/**
+ * The set-up every browser suite shares, registered on the suite that calls it.
+ * Before its tests, `start(own)` starts what they need (the app, mocks, a proxy,
+ * the browser) and hands each to `own`, which returns it. After them, everything
+ * owned is stopped, the last started first: the browser with close(), the rest
+ * with stop(); also when a start failed half-way, and each even if one fails.
+ */
+function suiteSetup(start) {
+  const owned = [];
+  before(() => start((resource) => { owned.push(resource); return resource; }));
+  after(async () => {
+    let failure = null;
+    for (const resource of owned.reverse()) {
+      try {
+        await (typeof resource.stop === 'function' ? resource.stop() : resource.close());
+      } catch (e) {
+        failure = failure || e;
+      }
+    }
+    if (failure) throw failure;
+  });
 }
 
 const CHROMIUM_ARGS = [
@@ -294,6 +319,6 @@ async function horizontalOverflow(page) {
 function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
 
 module.exports = {
-  SPIN_BIN, REPO_ROOT, ARTIFACTS, INDEX_HTML, MODULES_DIR, CONSOLE_MODULES, randomKey, startHost, launchBrowser, openConsole, record,
+  SPIN_BIN, REPO_ROOT, ARTIFACTS, INDEX_HTML, MODULES_DIR, CONSOLE_MODULES, randomKey, startHost, launchBrowser, suiteSetup, openConsole, record,
   assertClean, screenshot, waitFor, horizontalOverflow, startSession, sendWithEnter, waitForTerminal, waitForPanesAfterTurn, sleep,
 };
