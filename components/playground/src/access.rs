@@ -22,7 +22,7 @@
 
 use serde_json::{json, Value};
 
-use crate::error::{ApiError, PlaygroundErrors};
+use crate::error::{self, ApiError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -130,7 +130,7 @@ impl Roles {
 pub fn may_use_playground(access: Access) -> Result<(), ApiError> {
     match access {
         Access::Platform | Access::Tenant(Role::Admin) | Access::Tenant(Role::Member) => Ok(()),
-        Access::Tenant(Role::Viewer) => Err(ApiError::insufficient_role()),
+        Access::Tenant(Role::Viewer) => Err(error::insufficient_role()),
     }
 }
 
@@ -138,7 +138,7 @@ pub fn may_use_playground(access: Access) -> Result<(), ApiError> {
 pub fn may_read_traces(access: Access) -> Result<(), ApiError> {
     match access {
         Access::Platform | Access::Tenant(Role::Admin) => Ok(()),
-        Access::Tenant(Role::Member) | Access::Tenant(Role::Viewer) => Err(ApiError::insufficient_role()),
+        Access::Tenant(Role::Member) | Access::Tenant(Role::Viewer) => Err(error::insufficient_role()),
     }
 }
 

@@ -35,7 +35,7 @@ use serde_json::{json, Value};
 use crate::access::{Membership, Role, Roles, Scope};
 use crate::context::Ctx;
 use crate::db::{Db, DbError, Val};
-use crate::error::{ApiError, PlaygroundErrors};
+use crate::error::{self, ApiError};
 use crate::http::{json_body, Request, Response};
 use crate::net;
 use crate::routes;
@@ -179,10 +179,10 @@ fn csrf_rule(req: &Request, via: Via, trusted: &[net::Cidr]) -> Result<(), ApiEr
         return Ok(());
     }
     if !guest_http::headers::is_json(req.header("content-type").unwrap_or("")) {
-        return Err(ApiError::csrf_rejected("content_type"));
+        return Err(error::csrf_rejected("content_type"));
     }
     let Some(origin) = req.header("origin") else {
-        return Err(ApiError::csrf_rejected("origin_missing"));
+        return Err(error::csrf_rejected("origin_missing"));
     };
     same_origin(req, origin, trusted)
 }
@@ -194,7 +194,7 @@ fn same_origin(req: &Request, origin: &str, trusted: &[net::Cidr]) -> Result<(),
         (Some(theirs), Some(ours)) if theirs == ours && origin.trim().trim_end_matches('/').len() == theirs.len() => {
             Ok(())
         }
-        _ => Err(ApiError::csrf_rejected("origin_mismatch")),
+        _ => Err(error::csrf_rejected("origin_mismatch")),
     }
 }
 
@@ -229,14 +229,14 @@ impl Principal {
 pub fn authenticate(ctx: &Ctx, req: &Request) -> Result<Principal, ApiError> {
     let presented = credentials(req);
     let Some(&(via, _)) = presented.first() else {
-        return Err(ApiError::unauthenticated());
+        return Err(error::unauthenticated());
     };
     for (via, token) in presented {
         if let Some(principal) = live_session(ctx, token, via)? {
             return Ok(principal);
         }
     }
-    let e = ApiError::session_expired();
+    let e = error::session_expired();
     Err(match via {
         Via::Cookie => e.header("set-cookie", clear_cookie(https(ctx, req))),
         Via::Bearer => e,
@@ -389,7 +389,7 @@ fn create_session(
 }
 
 fn load_principal(ctx: &Ctx, token: &str, via: Via) -> Result<Principal, ApiError> {
-    live_session(ctx, token, via)?.ok_or_else(ApiError::session_expired)
+    live_session(ctx, token, via)?.ok_or_else(error::session_expired)
 }
 
 // ---- rate limiting ---------------------------------------------------------------------
@@ -412,12 +412,6 @@ fn failures(db: &dyn Db, key_hash: &str, since: i64) -> Result<Vec<i64>, DbError
         .iter()
         .map(|r| r.int(0))
         .collect()
-}
-
-fn rate_limited(seconds: i64) -> ApiError {
-    ApiError::new(429, "rate_limited", "too many failed sign-ins: wait before trying again")
-        .with("retry_after", seconds)
-        .header("retry-after", seconds.to_string())
 }
 
 /// The counters one password check is recorded against.
@@ -481,7 +475,7 @@ pub fn record_attempt(ctx: &Ctx, keys: &AttemptKeys) -> Result<Attempt, ApiError
     for (key, limit) in keys.limits() {
         wait = wait.max(retry_after(&failures(ctx.db, key, since)?, limit, now));
     }
-    Err(rate_limited(wait.unwrap_or(1)))
+    Err(error::rate_limited(wait.unwrap_or(1)))
 }
 
 impl Attempt {
@@ -497,15 +491,6 @@ impl Attempt {
 
 // ---- routes ----------------------------------------------------------------------------------
 
-fn invalid_login_field(field: &'static str) -> ApiError {
-    ApiError::new(
-        400,
-        "invalid_request",
-        "email and password are required strings (email at most 254, password at most 1024 characters)",
-    )
-    .with("field", field)
-}
-
 /// `POST /auth/login {email, password}`.
 pub fn login(ctx: &Ctx, req: &Request) -> Result<Response, ApiError> {
     if !guest_http::headers::is_json(req.header("content-type").unwrap_or("")) {
@@ -518,11 +503,11 @@ pub fn login(ctx: &Ctx, req: &Request) -> Result<Response, ApiError> {
     let body = json_body(req, false)?;
     let email = match body.get("email") {
         Some(Value::String(e)) if !e.trim().is_empty() && e.len() <= MAX_EMAIL_LEN => normalize_email(e),
-        _ => return Err(invalid_login_field("email")),
+        _ => return Err(error::invalid_login_field("email")),
     };
     let password = match body.get("password") {
         Some(Value::String(p)) if !p.is_empty() && p.len() <= MAX_PASSWORD_LEN => p.as_str(),
-        _ => return Err(invalid_login_field("password")),
+        _ => return Err(error::invalid_login_field("password")),
     };
 
     // The same answer for known and unknown emails: both are counted.
@@ -537,7 +522,7 @@ pub fn login(ctx: &Ctx, req: &Request) -> Result<Response, ApiError> {
     // Always one full argon2id verification, known email or not.
     let verified = verify_password(password, &stored);
     let Some(user_id) = user_id.filter(|_| verified) else {
-        return Err(ApiError::new(401, "invalid_credentials", "the email or password is wrong"));
+        return Err(error::invalid_credentials());
     };
     attempt.succeeded(ctx, &keys)?;
     let now = ctx.now_s();
@@ -582,40 +567,30 @@ pub fn revoke_all(db: &dyn Db, user_id: &str, keep: Option<&str>) -> Result<usiz
     Ok(rows.len())
 }
 
-fn invalid_password_field(field: &'static str) -> ApiError {
-    ApiError::new(
-        400,
-        "invalid_request",
-        "current_password and new_password are required strings of at most 1024 characters",
-    )
-    .with("field", field)
-}
-
 /// `POST /auth/password {current_password, new_password}`: the signed-in
 /// user (never an impersonation) sets a new password of at least
 /// [`MIN_PASSWORD_LEN`] characters. A wrong current password is counted like
 /// a failed sign-in. Every other session of the user ends.
 pub fn change_password(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiError> {
     if p.impersonator.is_some() {
-        return Err(ApiError::impersonation_forbidden());
+        return Err(error::impersonation_forbidden());
     }
     let body = json_body(req, false)?;
     let field = |name: &'static str| match body.get(name) {
         Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_PASSWORD_LEN => Ok(s.as_str()),
-        _ => Err(invalid_password_field(name)),
+        _ => Err(error::invalid_password_field(name)),
     };
     let current = field("current_password")?;
     let new = field("new_password")?;
     if new.chars().count() < MIN_PASSWORD_LEN {
-        return Err(ApiError::new(400, "password_too_short", "the new password must have at least 12 characters")
-            .with("min_length", MIN_PASSWORD_LEN as i64));
+        return Err(error::password_too_short(MIN_PASSWORD_LEN));
     }
     let keys = AttemptKeys::new(ctx, req, &p.user.email);
     let attempt = record_attempt(ctx, &keys)?;
     let stored = ctx.db.one("SELECT password_hash FROM users WHERE id = ?", &[p.user.id.as_str().into()])?;
     let stored = stored.map(|r| r.text(0)).transpose()?.unwrap_or_else(|| DUMMY_HASH.to_string());
     if !verify_password(current, &stored) {
-        return Err(ApiError::new(403, "wrong_password", "the current password is wrong"));
+        return Err(error::wrong_password());
     }
     attempt.succeeded(ctx, &keys)?;
     let hash = hash_password(new, &ctx.random_bytes::<16>());
@@ -630,19 +605,19 @@ pub fn change_password(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Respon
 /// session as its parent, is recorded in `audit`, and replaces the cookie.
 pub fn impersonate(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiError> {
     if p.impersonator.is_some() {
-        return Err(ApiError::impersonation_forbidden());
+        return Err(error::impersonation_forbidden());
     }
     if !p.roles.platform_admin {
-        return Err(ApiError::new(403, "insufficient_role", "only platform admins can impersonate"));
+        return Err(error::not_platform_admin());
     }
     let body = json_body(req, false)?;
     let target_id = routes::user_id(body.get("user_id").and_then(Value::as_str).unwrap_or(""))?;
     let target = ctx.db.one("SELECT id, platform_admin FROM users WHERE id = ?", &[target_id.as_str().into()])?;
     let Some(target) = target else {
-        return Err(ApiError::new(404, "user_not_found", "no such user"));
+        return Err(error::user_not_found());
     };
     if target.flag(1)? {
-        return Err(ApiError::new(403, "impersonation_forbidden", "platform admins cannot be impersonated"));
+        return Err(error::platform_admin_not_impersonable());
     }
     let ttl = IMPERSONATION_TTL_S.min(p.expires_at - ctx.now_s()).max(1);
     let parent = (p.user.id.as_str(), p.session_hash.as_str());

@@ -4,7 +4,7 @@
 
 use crate::db::Db;
 use crate::egress::Egress;
-use crate::error::{ApiError, PlaygroundErrors};
+use crate::error::{self, ApiError};
 use crate::net::{self, Cidr};
 use crate::util::{hex, BaseUrl};
 
@@ -32,7 +32,7 @@ impl Config {
             let raw = var(name).filter(|v| !v.trim().is_empty()).unwrap_or_else(|| default.to_string());
             BaseUrl::parse(&raw)
                 .filter(|b| !b.has_query())
-                .ok_or_else(|| ApiError::misconfigured("a provider base URL is not an http(s) URL"))
+                .ok_or_else(|| error::misconfigured("a provider base URL is not an http(s) URL"))
         };
         Ok(Config {
             bootstrap_admin_email: text("bootstrap_admin_email").trim().to_ascii_lowercase(),
@@ -51,7 +51,7 @@ impl Config {
                 .filter(|ms| *ms > 0)
                 .unwrap_or(Self::DEFAULT_PROVIDER_TIMEOUT_MS),
             trusted_proxies: net::parse_trusted(&text("trusted_proxies")).map_err(|_| {
-                ApiError::misconfigured("trusted_proxies must be a comma-separated list of IP addresses or CIDRs")
+                error::misconfigured("trusted_proxies must be a comma-separated list of IP addresses or CIDRs")
             })?,
         })
     }

@@ -8,7 +8,7 @@ use crate::access::Access;
 use crate::auth::Principal;
 use crate::context::Ctx;
 use crate::db::{Db, DbError, Row};
-use crate::error::{ApiError, PlaygroundErrors};
+use crate::error::{self, ApiError};
 use crate::http::Response;
 
 /// A gateway joined with its tenant. The stored search key is not here: only
@@ -50,8 +50,8 @@ pub fn load(db: &dyn Db, id: &str) -> Result<Option<Gateway>, DbError> {
 /// The gateway and the caller's access to it; no access is 404 exactly like
 /// an unknown id (no existence leak).
 pub fn accessible(ctx: &Ctx, p: &Principal, id: &str) -> Result<(Gateway, Access), ApiError> {
-    let gateway = load(ctx.db, id)?.ok_or_else(ApiError::gateway_not_found)?;
-    let access = p.roles.access(&gateway.tenant_id, &gateway.id).ok_or_else(ApiError::gateway_not_found)?;
+    let gateway = load(ctx.db, id)?.ok_or_else(error::gateway_not_found)?;
+    let access = p.roles.access(&gateway.tenant_id, &gateway.id).ok_or_else(error::gateway_not_found)?;
     Ok((gateway, access))
 }
 

@@ -13,7 +13,7 @@ use spin_sdk::http_component;
 
 use crate::context::{Config, Ctx, Random};
 use crate::egress::{Egress, OutboundRequest, OutboundResponse, TransportFailure};
-use crate::error::ApiError;
+use crate::error;
 use crate::http::{Body, Request, Response, MAX_REQUEST_BODY};
 use crate::inference::{self, Utf8Carry};
 use crate::search::MAX_PROVIDER_BODY;
@@ -49,9 +49,7 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let (response, db): (Response, _) =
         match (Config::from_vars(|name| spin_sdk::variables::get(name).ok()), SpinDb::open("default")) {
             (Err(e), _) => (e.into(), None),
-            (Ok(_), Err(_)) => {
-                (ApiError::new(500, "storage_error", "the Playground database could not be opened").into(), None)
-            }
+            (Ok(_), Err(_)) => (error::storage_not_opened().into(), None),
             (Ok(config), Ok(db)) => {
                 let ctx = Ctx {
                     db: &db,

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::egress::TransportFailure;
-use crate::error::{ApiError, PlaygroundErrors};
+use crate::error::{self, ApiError};
 use crate::trace_pages::StepPages;
 
 /// Request bodies here are tiny JSON objects.
@@ -36,8 +36,8 @@ impl Body {
     pub fn bytes(&self) -> Result<&[u8], ApiError> {
         match self {
             Body::Bytes(bytes) => Ok(bytes),
-            Body::TooLarge => Err(ApiError::body_too_large()),
-            Body::Unreadable => Err(ApiError::body_unreadable()),
+            Body::TooLarge => Err(error::body_too_large()),
+            Body::Unreadable => Err(error::body_unreadable()),
         }
     }
 }
@@ -123,7 +123,7 @@ pub fn json_body(req: &Request, allow_empty: bool) -> Result<serde_json::Map<Str
     }
     match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(map)) => Ok(map),
-        _ => Err(ApiError::invalid_json()),
+        _ => Err(error::invalid_json()),
     }
 }
 

@@ -17,7 +17,7 @@
 //! This module is the pure part: the path and slug validation, the upstream
 //! request, the content-type rule; the byte pump is in the wasm handler.
 
-use crate::error::{ApiError, PlaygroundErrors};
+use crate::error::{self, ApiError};
 use crate::util::BaseUrl;
 
 /// The path prefix (below `/admin/v1`) of the pass-through.
@@ -53,14 +53,10 @@ pub fn route(method: &str, path: &str) -> Option<Result<Target, ApiError>> {
     let segments: Vec<&str> = rest.split('/').collect();
     let (tenant, gateway) = match segments.as_slice() {
         [tenant, gateway, "v1", "chat", "completions"] => (*tenant, *gateway),
-        _ => return Some(Err(ApiError::not_found())),
+        _ => return Some(Err(error::not_found())),
     };
     if !is_slug(tenant) || !is_slug(gateway) {
-        return Some(Err(ApiError::new(
-            400,
-            "invalid_slug",
-            "tenant and gateway slugs are 1-64 characters of A-Z a-z 0-9 _ -",
-        )));
+        return Some(Err(error::invalid_slug()));
     }
     if method != "POST" {
         return Some(Err(ApiError::method_not_allowed("POST")));
@@ -77,15 +73,15 @@ pub fn base_url(raw: Option<String>) -> Result<BaseUrl, ApiError> {
     let raw = raw.filter(|v| !v.trim().is_empty()).unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
     BaseUrl::parse(&raw)
         .filter(|b| !b.has_query())
-        .ok_or_else(|| ApiError::misconfigured("inference_base_url is not an http(s) URL"))
+        .ok_or_else(|| error::misconfigured("inference_base_url is not an http(s) URL"))
 }
 
 /// The 502 when the inference upstream cannot be reached (nothing streamed yet).
 pub fn unreachable(timeout: bool) -> ApiError {
     if timeout {
-        ApiError::new(504, "inference_timeout", "the gateway inference endpoint did not answer in time")
+        error::inference_timeout()
     } else {
-        ApiError::new(502, "inference_unreachable", "the gateway inference endpoint could not be reached")
+        error::inference_unreachable()
     }
 }
 
@@ -101,12 +97,7 @@ pub fn check_content_type(values: &[Vec<u8>], upstream_status: u16) -> Result<()
     };
     match essence {
         Some(e) if PASSED_MEDIA_TYPES.contains(&e.as_str()) => Ok(()),
-        _ => Err(ApiError::new(
-            502,
-            "upstream_content_type",
-            "the gateway inference endpoint answered with a content type other than JSON or an event stream",
-        )
-        .with("status", upstream_status as i64)),
+        _ => Err(error::upstream_content_type(upstream_status)),
     }
 }
 

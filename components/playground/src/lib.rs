@@ -9,7 +9,8 @@
 //! - [`http`]: the request, its body and the response as plain data;
 //!   [`context`]: the configuration and the injected services; [`egress`]:
 //!   outbound HTTP as a trait.
-//! - [`routes`]: route table and validation; [`error`]: typed envelopes.
+//! - [`routes`]: route table and validation; [`error`]: the catalog of error
+//!   envelopes (one function each; `ApiError::new` nowhere else).
 //! - [`auth`]: sign-in, sessions, cookies, CSRF, rate limits, impersonation;
 //!   [`net`]: the client address (trusted proxies) and https.
 //! - [`access`]: roles, gateway scopes and the per-route decisions.

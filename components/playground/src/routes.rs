@@ -1,7 +1,7 @@
 //! The route table (below `/admin/v1`) and validation of every caller-supplied
 //! value. Ids never reach SQL unvalidated (and SQL only ever binds them).
 
-use crate::error::{ApiError, PlaygroundErrors};
+use crate::error::{self, ApiError};
 use query::{percent_decode, query_values};
 
 pub const MAX_ID_LEN: usize = 128;
@@ -43,7 +43,7 @@ pub fn route(method: &str, path: &str) -> Result<Route, ApiError> {
         ["playground", "trace", id] | ["traces", id] if !id.is_empty() => ("GET", Route::Trace(id.to_string())),
         ["playground", "traces"] => ("GET", Route::Traces),
         ["gateways"] => ("GET", Route::Gateways),
-        _ => return Err(ApiError::not_found()),
+        _ => return Err(error::not_found()),
     };
     if method != allow {
         return Err(ApiError::method_not_allowed(allow));
@@ -61,7 +61,7 @@ pub fn gateway_id(raw: &str) -> Result<String, ApiError> {
     if is_id(raw) {
         Ok(raw.to_string())
     } else {
-        Err(ApiError::new(400, "invalid_gateway_id", "gateway_id is required: 1-128 characters of A-Z a-z 0-9 _ -"))
+        Err(error::invalid_gateway_id())
     }
 }
 
@@ -69,7 +69,7 @@ pub fn trace_id(raw: &str) -> Result<String, ApiError> {
     if is_id(raw) {
         Ok(raw.to_string())
     } else {
-        Err(ApiError::new(400, "invalid_trace_id", "trace ids are 1-128 characters of A-Z a-z 0-9 _ -"))
+        Err(error::invalid_trace_id())
     }
 }
 
@@ -77,7 +77,7 @@ pub fn user_id(raw: &str) -> Result<String, ApiError> {
     if is_id(raw) {
         Ok(raw.to_string())
     } else {
-        Err(ApiError::new(400, "invalid_user_id", "user_id is required: 1-128 characters of A-Z a-z 0-9 _ -"))
+        Err(error::invalid_user_id())
     }
 }
 
@@ -91,41 +91,29 @@ pub fn single_param(query: &str, name: &str, bad: fn() -> ApiError) -> Result<Op
     }
 }
 
-fn invalid_gateway() -> ApiError {
-    ApiError::new(400, "invalid_gateway_id", "gateway_id is required: 1-128 characters of A-Z a-z 0-9 _ -")
-}
-
-fn invalid_query() -> ApiError {
-    ApiError::new(400, "invalid_query", "q is required: 1-400 characters, not only spaces")
-}
-
-fn invalid_limit() -> ApiError {
-    ApiError::new(400, "invalid_limit", "limit is an integer from 1 to 100")
-}
-
 /// `gateway_id` from a query string (required).
 pub fn gateway_param(query: &str) -> Result<String, ApiError> {
-    let raw = single_param(query, "gateway_id", invalid_gateway)?.ok_or_else(invalid_gateway)?;
+    let raw = single_param(query, "gateway_id", error::invalid_gateway_id)?.ok_or_else(error::invalid_gateway_id)?;
     gateway_id(&raw)
 }
 
 /// `q`: required, trimmed, 1-400 characters, no control characters.
 pub fn search_query(query: &str) -> Result<String, ApiError> {
-    let raw = single_param(query, "q", invalid_query)?.ok_or_else(invalid_query)?;
+    let raw = single_param(query, "q", error::invalid_query)?.ok_or_else(error::invalid_query)?;
     let q = raw.trim();
     if q.is_empty() || q.chars().count() > MAX_QUERY_CHARS || q.chars().any(char::is_control) {
-        return Err(invalid_query());
+        return Err(error::invalid_query());
     }
     Ok(q.to_string())
 }
 
 /// `limit`: optional, 1-100, default 20.
 pub fn limit_param(query: &str) -> Result<i64, ApiError> {
-    match single_param(query, "limit", invalid_limit)? {
+    match single_param(query, "limit", error::invalid_limit)? {
         None => Ok(DEFAULT_TRACE_LIMIT),
         Some(raw) => match raw.parse::<i64>() {
             Ok(n) if (1..=MAX_TRACE_LIMIT).contains(&n) && raw.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
-            _ => Err(invalid_limit()),
+            _ => Err(error::invalid_limit()),
         },
     }
 }

@@ -22,7 +22,7 @@ use crate::auth::Principal;
 use crate::context::{Config, Ctx};
 use crate::db::Val;
 use crate::egress::{Method, OutboundRequest, TransportFailure};
-use crate::error::ApiError;
+use crate::error::{self, ApiError};
 use crate::gateways::{self, Gateway};
 use crate::http::{Request, Response};
 use crate::plain_text::plain_text;
@@ -89,25 +89,21 @@ pub fn eu_gate(stored: Option<&str>, gateway_eu: bool, tenant_eu: bool) -> Resul
     match provider {
         Some(p) if eu && !p.is_eu() => {
             let default = if stored.is_none() { " (the default)" } else { "" };
-            Err(ApiError::new(
-                403,
-                "eu_gate_refused",
-                "EU data residency: the probe never sends a query to a provider outside the EU",
-            )
-            .with("reason", format!("{enforced_by} eu_region_routing, and the web-search provider {}{default} is not EU-based", p.as_str()))
-            .with("provider", p.as_str())
-            .with("eu_region_routing", json!({ "gateway": gateway_eu, "tenant": tenant_eu })))
+            let reason = format!(
+                "{enforced_by} eu_region_routing, and the web-search provider {}{default} is not EU-based",
+                p.as_str()
+            );
+            Err(error::eu_gate_refused(reason, Some(p.as_str()), gateway_eu, tenant_eu))
         }
         Some(p) => Ok(Resolved { provider: p, eu_region_routing: eu }),
         // Unknown provider (the schema's CHECK forbids it): fail closed either way.
-        None if eu => Err(ApiError::new(
-            403,
-            "eu_gate_refused",
-            "EU data residency: the probe never sends a query to a provider outside the EU",
-        )
-        .with("reason", format!("{enforced_by} eu_region_routing, and the configured web-search provider is not a known EU-based provider"))
-        .with("eu_region_routing", json!({ "gateway": gateway_eu, "tenant": tenant_eu }))),
-        None => Err(ApiError::new(503, "search_provider_unsupported", "the gateway's web-search provider is not supported")),
+        None if eu => {
+            let reason = format!(
+                "{enforced_by} eu_region_routing, and the configured web-search provider is not a known EU-based provider"
+            );
+            Err(error::eu_gate_refused(reason, None, gateway_eu, tenant_eu))
+        }
+        None => Err(error::search_provider_unsupported()),
     }
 }
 
@@ -151,40 +147,28 @@ pub fn build_request(provider: Provider, base: &BaseUrl, key: &str, q: &str, tim
 
 /// A provider's non-2xx status, as the inference path classifies it.
 pub fn classify_status(provider: Provider, status: u16, retry_after: Option<&str>) -> ApiError {
-    let e = match status {
-        401 | 403 => {
-            ApiError::new(502, "provider_auth_failed", "the web-search provider refused the gateway's stored key")
-        }
+    let provider = provider.as_str();
+    match status {
+        401 | 403 => error::provider_auth_failed(provider, status),
         429 => {
             let seconds = retry_after
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map_or(DEFAULT_RETRY_AFTER_S, |s| s.min(MAX_RETRY_AFTER_S));
-            ApiError::new(429, "provider_rate_limited", "the web-search provider is rate-limiting this gateway's key")
-                .with("retry_after", seconds)
-                .header("retry-after", seconds.to_string())
+            error::provider_rate_limited(provider, status, seconds)
         }
-        500..=599 => ApiError::new(502, "provider_unavailable", "the web-search provider failed"),
-        _ => ApiError::new(502, "provider_error", "the web-search provider rejected the request"),
-    };
-    e.with("provider", provider.as_str()).with("status", status)
+        500..=599 => error::provider_unavailable(provider, status),
+        _ => error::provider_error(provider, status),
+    }
 }
 
 pub fn classify_transport(provider: Provider, failure: TransportFailure) -> ApiError {
-    let e = match failure {
-        TransportFailure::Timeout => ApiError::new(504, "provider_timeout", "the web-search provider did not answer in time"),
-        TransportFailure::Unreachable => ApiError::new(502, "provider_unreachable", "the web-search provider could not be reached"),
-        TransportFailure::NotAllowed => ApiError::new(
-            502,
-            "provider_not_allowed",
-            "the provider's origin is not in allowed_outbound_hosts (set brave_origin / linkup_origin with the base URL)",
-        ),
-        TransportFailure::TooLarge => malformed(),
-    };
-    e.with("provider", provider.as_str())
-}
-
-fn malformed() -> ApiError {
-    ApiError::new(502, "provider_malformed", "the web-search provider's answer was not the expected JSON")
+    let provider = provider.as_str();
+    match failure {
+        TransportFailure::Timeout => error::provider_timeout(provider),
+        TransportFailure::Unreachable => error::provider_unreachable(provider),
+        TransportFailure::NotAllowed => error::provider_not_allowed(provider),
+        TransportFailure::TooLarge => error::provider_malformed(provider),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -246,20 +230,11 @@ pub fn search(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiEr
     let (gateway, access) = gateways::accessible(ctx, p, &gateway_id)?;
     may_use_playground(access)?;
     if !gateway.playground_enabled {
-        return Err(ApiError::new(
-            403,
-            "feature_disabled",
-            "the Playground is turned off for this tenant (playground_enabled)",
-        ));
+        return Err(error::feature_disabled());
     }
     let resolved = eu_gate(gateway.provider.as_deref(), gateway.gateway_eu, gateway.tenant_eu)?;
     let Some(key) = stored_key(ctx, &gateway)? else {
-        return Err(ApiError::new(
-            503,
-            "search_key_missing",
-            "this gateway has no stored web_search.api_key; the Playground search probe uses only the gateway's own key (never the platform Linkup key of the inference path), so store a key on the gateway to use it",
-        )
-        .with("provider", resolved.provider.as_str()));
+        return Err(error::search_key_missing(resolved.provider.as_str()));
     };
     let provider = resolved.provider;
     let request = build_request(provider, ctx.config.base_url(provider), &key, &q, ctx.config.provider_timeout_ms);
@@ -267,8 +242,7 @@ pub fn search(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiEr
     if !(200..300).contains(&answer.status) {
         return Err(classify_status(provider, answer.status, answer.retry_after.as_deref()));
     }
-    let results =
-        parse_results(provider, &answer.body).ok_or_else(|| malformed().with("provider", provider.as_str()))?;
+    let results = parse_results(provider, &answer.body).ok_or_else(|| error::provider_malformed(provider.as_str()))?;
     let results: Vec<Value> =
         results.into_iter().map(|r| json!({ "title": r.title, "url": r.url, "snippet": r.snippet })).collect();
     Ok(Response::json(

@@ -14,7 +14,7 @@ use crate::access::may_use_playground;
 use crate::auth::Principal;
 use crate::context::Ctx;
 use crate::db::{Db, DbError};
-use crate::error::{ApiError, PlaygroundErrors};
+use crate::error::{self, ApiError};
 use crate::http::{json_body, Request, Response};
 use crate::util::iso8601;
 use crate::{gateways, routes};
@@ -51,7 +51,7 @@ pub fn store(db: &dyn Db, gateway_id: &str, token: &str, user_id: &str, now_s: i
 
 pub fn mint(ctx: &Ctx, req: &Request, p: &Principal) -> Result<Response, ApiError> {
     if p.impersonator.is_some() {
-        return Err(ApiError::impersonation_forbidden());
+        return Err(error::impersonation_forbidden());
     }
     let body = json_body(req, false)?;
     let id = routes::gateway_id(body.get("gateway_id").and_then(Value::as_str).unwrap_or(""))?;

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use crate::access::may_read_traces;
 use crate::auth::Principal;
 use crate::context::Ctx;
-use crate::error::{ApiError, PlaygroundErrors};
+use crate::error::{self, ApiError};
 use crate::http::{Request, Response};
 use crate::trace_pages::{StepPages, WRITE_AT};
 use crate::{gateways, routes};
@@ -31,8 +31,8 @@ pub const PAGE: i64 = 512;
 /// those of the whole document as serde_json wrote it before ([`trace_json`]).
 pub fn read(ctx: &Ctx, p: &Principal, raw_id: &str) -> Result<Response, ApiError> {
     let id = routes::trace_id(raw_id)?;
-    let Some(tr) = ledger::read(ctx.db, &id)? else { return Err(ApiError::trace_not_found()) };
-    let access = p.roles.access(&tr.tenant_id, &tr.gateway_id).ok_or_else(ApiError::trace_not_found)?;
+    let Some(tr) = ledger::read(ctx.db, &id)? else { return Err(error::trace_not_found()) };
+    let access = p.roles.access(&tr.tenant_id, &tr.gateway_id).ok_or_else(error::trace_not_found)?;
     may_read_traces(access)?;
     let mut pages = StepPages::new(tr, PAGE);
     let mut first = String::new();
