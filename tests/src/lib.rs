@@ -1,6 +1,7 @@
 //! Shared helpers for the component tests: where the repo and the built
 //! components are, small HTTP conveniences, and the app under test, which runs
-//! on the repo's host or, in the real-Spin lane, under `spin up`.
+//! on the repo's host, in the real-Spin lane under `spin up`, or in the
+//! portable lanes as the portable console under `wasmtime serve` or `jco serve`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,16 +11,21 @@ pub use ratatoskr_host::sqlite::{SqlValue, SqliteDatabases};
 pub use ratatoskr_host::testing::{respond, streaming, MockUpstream, TestAppOptions};
 
 pub mod openapi;
+pub mod portable;
 mod spin_up;
 
 pub use spin_up::spin_bin;
 
 /// The runtime the component tests drive: `RATATOSKR_TEST_RUNTIME=spin` (with
-/// `SPIN_BIN`) selects real Spin; anything else, the repo's host.
+/// `SPIN_BIN`) selects real Spin, `wasmtime-serve` (with `WASMTIME_BIN`) and
+/// `jco` (`JCO_BIN`, or the pinned jco in tests/runtimes) the portable
+/// console on those runtimes; anything else, the repo's host.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Runtime {
     Host,
     Spin(PathBuf),
+    WasmtimeServe(PathBuf),
+    Jco(PathBuf),
 }
 
 impl Runtime {
@@ -28,18 +34,44 @@ impl Runtime {
             Ok("spin") => {
                 Runtime::Spin(spin_bin().expect("RATATOSKR_TEST_RUNTIME=spin needs SPIN_BIN, the spin binary"))
             }
+            Ok("wasmtime-serve") => Runtime::WasmtimeServe(
+                portable::wasmtime_bin().expect("RATATOSKR_TEST_RUNTIME=wasmtime-serve needs WASMTIME_BIN"),
+            ),
+            Ok("jco") => Runtime::Jco(portable::jco_bin().expect("RATATOSKR_TEST_RUNTIME=jco needs JCO_BIN or npm ci")),
             _ => Runtime::Host,
         }
+    }
+
+    /// A runtime that serves the portable console, not spin.toml.
+    pub fn is_portable(&self) -> bool {
+        matches!(self, Runtime::WasmtimeServe(_) | Runtime::Jco(_))
     }
 }
 
 /// True (after saying why) when the test needs what only the repo's host offers
-/// (a movable clock, its request log): the real-Spin lane then skips it.
+/// (a movable clock, its request log): the other lanes then skip it.
 pub fn host_only(reason: &str) -> bool {
-    let skip = Runtime::selected() != Runtime::Host;
-    if skip {
+    skip_unless(Runtime::selected() == Runtime::Host, reason)
+}
+
+/// True (after saying why) when the test needs a part of the Spin app the
+/// portable console does not have (the simulator, the Playground, a key-value
+/// store, spin.toml's own origins): the portable lanes then skip it.
+pub fn spin_app_only(reason: &str) -> bool {
+    skip_unless(!Runtime::selected().is_portable(), reason)
+}
+
+/// True (after saying why) on `jco serve`, for a test of what its Node shim
+/// does not do as the other runtimes do (the README's "Other WASI runtimes"
+/// lists each): the jco lane then skips it.
+pub fn not_on_jco(reason: &str) -> bool {
+    skip_unless(!matches!(Runtime::selected(), Runtime::Jco(_)), reason)
+}
+
+fn skip_unless(runs: bool, reason: &str) -> bool {
+    if !runs {
         let test = std::thread::current().name().unwrap_or("?").to_string();
-        eprintln!("skipped under real Spin: {reason}");
+        eprintln!("skipped on {:?}: {reason}", Runtime::selected());
         // The lane lists what it did not run (scripts/test.sh prints this file).
         if let Some(path) = std::env::var_os("RATATOSKR_SKIP_LOG") {
             use std::io::Write;
@@ -48,7 +80,7 @@ pub fn host_only(reason: &str) -> bool {
             }
         }
     }
-    skip
+    !runs
 }
 
 /// The app under test, served on 127.0.0.1:<port>, stopped when dropped.
@@ -61,6 +93,7 @@ pub struct TestApp {
 enum Backend {
     Host(ratatoskr_host::testing::TestApp),
     Spin(spin_up::SpinUp),
+    Portable(portable::Served),
 }
 
 impl TestApp {
@@ -79,9 +112,26 @@ impl TestApp {
                 let up = spin_up::SpinUp::start(bin, options).await?;
                 (up.addr, Backend::Spin(up))
             }
+            portable => {
+                let served = portable::Served::start(portable, &options).await?;
+                (served.addr, Backend::Portable(served))
+            }
         };
         openapi::register_app(addr);
         Ok(TestApp { addr, backend, databases })
+    }
+
+    /// The portable console with these options' variables and redirects: on
+    /// the selected portable runtime, else in the lane's own runtime from a
+    /// manifest of that one component ([`portable::manifest`]).
+    pub async fn start_portable(options: TestAppOptions) -> anyhow::Result<Self> {
+        let runtime = Runtime::selected();
+        if runtime.is_portable() {
+            return Self::start_on(&runtime, options).await;
+        }
+        let mut options = TestAppOptions { manifest: portable::manifest(&options)?, ..options };
+        options.variables.clear();
+        Self::start_on(&runtime, options).await
     }
 
     /// Runs one statement on the app's database file `label`, beside the app (tests
@@ -107,6 +157,7 @@ impl TestApp {
         match &self.backend {
             Backend::Host(app) => app.log(),
             Backend::Spin(up) => up.log(),
+            Backend::Portable(served) => served.log(),
         }
     }
 
@@ -114,7 +165,7 @@ impl TestApp {
     pub fn host(&self) -> &ratatoskr_host::App {
         match &self.backend {
             Backend::Host(app) => &app.app,
-            Backend::Spin(_) => panic!("this test needs the repo's host; guard it with host_only()"),
+            _ => panic!("this test needs the repo's host; guard it with host_only()"),
         }
     }
 }

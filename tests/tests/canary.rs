@@ -432,6 +432,9 @@ async fn inv_admin_key_without_an_admin_key_the_consumer_key_still_never_leaks()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn inv_admin_key_affect_history_holds_only_redacted_snapshots() {
+    if spin_app_only(NO_STORE) {
+        return;
+    }
     let keys = Keys::random();
     let (admin, consumer) = (keys.admin.clone(), keys.consumer.clone());
     let affect = MockUpstream::start(move |r| {

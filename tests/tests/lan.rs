@@ -6,41 +6,12 @@
 #[path = "../fixtures/debug-support.rs"]
 mod support;
 
-use std::net::SocketAddr;
-
-use bytes::Bytes;
 use component_tests::*;
-use http_body_util::BodyExt;
 use support::*;
 
 const REBIND: &str = "rebind.attacker.example";
 const ROOT_EMAIL: &str = "root@lan.test";
 const ROOT_PASSWORD: &str = "a-long-operator-password";
-
-/// One request with the `Host` and headers given, byte for byte (reqwest
-/// and the conformance proxy would set their own `Host`).
-async fn with_host(
-    addr: SocketAddr,
-    host: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> Answer {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
-    tokio::spawn(connection);
-    let mut request = http::Request::builder().method(method).uri(path).header("host", host);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let request = request.body(http_body_util::Full::new(Bytes::from(body.to_string()))).unwrap();
-    let response = sender.send_request(request).await.unwrap();
-    let (parts, body) = response.into_parts();
-    let body = body.collect().await.unwrap().to_bytes();
-    Answer { status: parts.status.as_u16(), headers: parts.headers, body: String::from_utf8_lossy(&body).into_owned() }
-}
 
 fn lan_options(keys: &Keys) -> TestAppOptions {
     app_options(keys).variable("bootstrap_admin_email", ROOT_EMAIL).variable("bootstrap_admin_password", ROOT_PASSWORD)
@@ -50,6 +21,9 @@ const JSON: (&str, &str) = ("content-type", "application/json");
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rebinding_host_is_refused_by_every_component_before_anything_else() {
+    if spin_app_only("it signs in to the Playground, a component of the Spin app") {
+        return;
+    }
     let keys = Keys::random();
     let mock = json_mock(200, r#"{"agents":[]}"#).await;
     let app = start(lan_options(&keys).redirect(UPSTREAM, &mock).redirect(AFFECT, &mock)).await;
@@ -163,6 +137,9 @@ async fn session_token(app: &TestApp) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn signed_in_console_access_needs_a_playground_session_with_the_role() {
+    if spin_app_only("it signs in to the Playground, a component of the Spin app") {
+        return;
+    }
     let keys = Keys::random();
     let mock = json_mock(200, r#"{"agents":[]}"#).await;
     let options = lan_options(&keys).variable("console_access", "signed-in").variable("console_role", "platform_admin");
