@@ -1,0 +1,341 @@
+//! Sign-in, the session cookie and bearer, sign-out, CSRF, impersonation and session hygiene.
+
+use super::*;
+
+#[test]
+fn login_sets_a_strict_http_only_cookie_and_returns_the_profile() {
+    let w = World::new();
+    let r = w.try_login("Admin@Acme.test ", DEMO_PASSWORD);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let cookie = header(&r, "set-cookie").unwrap();
+    assert!(cookie.starts_with("ratatoskr_admin_session=sess_"), "{cookie}");
+    for attr in ["HttpOnly", "SameSite=Strict", "; Path=/;", "Max-Age=43200"] {
+        assert!(cookie.contains(attr), "{cookie}");
+    }
+    assert!(!cookie.contains("Secure"), "plain http");
+    let token = token_from_cookie(&r);
+    assert!(!r.body.contains(&token), "the session token is only in the cookie");
+    let v = json_of(&r);
+    assert_eq!(v["user"]["email"], "admin@acme.test");
+    assert_eq!(v["user"]["id"], "usr_demo_acme_admin");
+    assert_eq!(v["user"]["platform_admin"], false);
+    assert_eq!(
+        v["user"]["memberships"],
+        json!([{ "tenant_id": "ten_acme", "tenant_slug": "acme", "role": "admin", "gateway_scope": "all" }])
+    );
+    assert!(v.get("impersonator").is_none());
+    // Bearer and cookie both authenticate /auth/me.
+    let me = w.get("/auth/me", &token);
+    assert_eq!(json_of(&me)["user"]["email"], "admin@acme.test");
+    let cookie = format!("{SESSION_COOKIE}={token}");
+    let me = w.request("GET", "/auth/me", &[("cookie", &cookie)], None);
+    assert_eq!(me.status, 200);
+    // Stored only as a hash.
+    let stored = w.db.query("SELECT token_hash FROM admin_sessions", &[]).unwrap();
+    assert!(stored.iter().all(|r| r.text(0).unwrap() != token));
+    assert!(stored.iter().any(|r| r.text(0).unwrap() == sha256_hex(&token)));
+    // A scoped admin's scope is a list of gateway ids.
+    let scoped = w.try_login("scoped-admin@acme.test", DEMO_PASSWORD);
+    assert_eq!(json_of(&scoped)["user"]["memberships"][0]["gateway_scope"], json!(["gw_acme_second"]));
+}
+
+#[test]
+fn the_cookie_is_secure_over_https() {
+    let w = World::new();
+    let req = Request {
+        method: "POST".into(),
+        path: "/auth/login".into(),
+        query: String::new(),
+        headers: vec![
+            ("content-type".into(), "application/json".into()),
+            ("spin-full-url".into(), "https://console.example/admin/v1/auth/login".into()),
+        ],
+        body: Body::Bytes(json!({ "email": "admin@acme.test", "password": DEMO_PASSWORD }).to_string().into_bytes()),
+    };
+    let r = handle(&w.ctx(), &req);
+    assert!(header(&r, "set-cookie").unwrap().ends_with("; Secure"));
+}
+
+#[test]
+fn wrong_passwords_and_unknown_emails_get_the_same_answer() {
+    let w = World::new();
+    let wrong = w.try_login("admin@acme.test", "nope");
+    let unknown = w.try_login("nobody@acme.test", "nope");
+    assert_error(&wrong, 401, "invalid_credentials");
+    assert_eq!(wrong.body, unknown.body);
+    assert_eq!(wrong.headers, unknown.headers);
+    let injection = w.try_login("' OR '1'='1' --", "' OR '1'='1");
+    assert_error(&injection, 401, "invalid_credentials");
+    for (body, field) in [
+        (json!({ "password": "x" }), "email"),
+        (json!({ "email": "a@b", "password": 5 }), "password"),
+        (json!({ "email": "a".repeat(255), "password": "x" }), "email"),
+        (json!({ "email": "a@b", "password": "x".repeat(1025) }), "password"),
+    ] {
+        let r = w.request("POST", "/auth/login", &[("content-type", "application/json")], Some(&body.to_string()));
+        assert_error(&r, 400, "invalid_request");
+        assert_eq!(json_of(&r)["field"], field);
+    }
+    let r = w.request("POST", "/auth/login", &[("content-type", "text/plain")], Some("{}"));
+    assert_error(&r, 415, "unsupported_media_type");
+    let r = w.request("POST", "/auth/login", &[("content-type", "application/json")], Some("[1]"));
+    assert_error(&r, 400, "invalid_json");
+    let r = w.request(
+        "POST",
+        "/auth/login",
+        &[("content-type", "application/json"), ("origin", "http://evil.test")],
+        Some(&json!({ "email": "admin@acme.test", "password": DEMO_PASSWORD }).to_string()),
+    );
+    assert_error(&r, 403, "csrf_rejected");
+}
+
+#[test]
+fn logout_revokes_server_side_and_expiry_is_session_expired() {
+    let w = World::new();
+    assert_error(&w.request("GET", "/auth/me", &[], None), 401, "unauthenticated");
+    assert_error(&w.request("GET", "/auth/me", &[("authorization", "Basic eDp5")], None), 401, "unauthenticated");
+    assert_error(&w.get("/auth/me", "garbage"), 401, "session_expired");
+    assert_error(&w.get("/auth/me", &format!("sess_{}", "0".repeat(64))), 401, "session_expired");
+
+    let token = w.login("viewer@acme.test");
+    let out = w.cookie_post("/auth/logout", &token, json!({}));
+    assert_eq!(out.status, 200, "{}", out.body);
+    assert!(header(&out, "set-cookie").unwrap().contains("Max-Age=0"));
+    assert_error(&w.get("/auth/me", &token), 401, "session_expired");
+    let revoked =
+        w.db.one("SELECT revoked FROM admin_sessions WHERE token_hash = ?", &[sha256_hex(&token).into()]).unwrap();
+    assert_eq!(revoked.unwrap().int(0).unwrap(), 1);
+    // An expired cookie is cleared.
+    let cookie = format!("{SESSION_COOKIE}={token}");
+    let r = w.request("GET", "/auth/me", &[("cookie", &cookie)], None);
+    assert!(header(&r, "set-cookie").unwrap().contains("Max-Age=0"));
+
+    // A session in use lives its 12 hours (a request at least every half hour).
+    let token = w.login("viewer@acme.test");
+    let mut left = auth::SESSION_TTL_S - 1;
+    while left > 0 {
+        let step = left.min(auth::IDLE_TIMEOUT_S - 1);
+        w.advance_s(step);
+        left -= step;
+        assert_eq!(w.get("/auth/me", &token).status, 200);
+    }
+    w.advance_s(1);
+    assert_error(&w.get("/auth/me", &token), 401, "session_expired");
+    // Bearer logout with an empty body works too.
+    let token = w.login("viewer@acme.test");
+    let r = w.request("POST", "/auth/logout", &[("authorization", &format!("Bearer {token}"))], None);
+    assert_eq!(r.status, 200);
+    assert_error(&w.get("/auth/me", &token), 401, "session_expired");
+}
+
+#[test]
+fn cookie_writes_need_json_and_the_same_origin() {
+    let w = World::new();
+    let token = w.login("admin@acme.test");
+    let cookie = format!("{SESSION_COOKIE}={token}");
+    let body = json!({ "gateway_id": "gw_acme_main" }).to_string();
+    let post = |headers: &[(&str, &str)]| w.request("POST", "/playground/token", headers, Some(&body));
+    let r = post(&[("cookie", &cookie), ("content-type", "application/json")]);
+    assert_error(&r, 403, "csrf_rejected");
+    assert_eq!(json_of(&r)["reason"], "origin_missing");
+    let r = post(&[("cookie", &cookie), ("content-type", "text/plain"), ("origin", ORIGIN)]);
+    assert_eq!(json_of(&r)["reason"], "content_type");
+    let r = post(&[("cookie", &cookie), ("content-type", "application/json"), ("origin", "http://evil.test")]);
+    assert_eq!(json_of(&r)["reason"], "origin_mismatch");
+    assert_eq!(post(&[("cookie", &cookie), ("content-type", "application/json"), ("origin", ORIGIN)]).status, 200);
+    // Bearer calls are exempt from Origin, but still need JSON (415).
+    let bearer = format!("Bearer {token}");
+    assert_eq!(post(&[("authorization", &bearer), ("content-type", "application/json")]).status, 200);
+    assert_error(&post(&[("authorization", &bearer), ("content-type", "text/plain")]), 415, "unsupported_media_type");
+    assert_eq!(w.db.query("SELECT 1 FROM gateway_tokens", &[]).unwrap().len(), 2, "refused writes wrote nothing");
+}
+
+#[test]
+fn impersonation_is_platform_admin_only_short_recorded_and_cannot_mint() {
+    let w = World::new();
+    let admin = w.login("platform@demo.test");
+    let r = w.cookie_post("/auth/impersonate", &admin, json!({ "user_id": "usr_demo_acme_member" }));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(header(&r, "set-cookie").unwrap().contains("Max-Age=1800"));
+    let imp = token_from_cookie(&r);
+    let v = json_of(&r);
+    assert_eq!(v["user"]["email"], "member@acme.test");
+    assert_eq!(v["impersonator"], json!({ "id": "usr_demo_platform", "email": "platform@demo.test" }));
+    let me = json_of(&w.get("/auth/me", &imp));
+    assert_eq!(me["impersonator"]["email"], "platform@demo.test");
+    let audit = w.db.query("SELECT actor_id, action, target_id FROM audit", &[]).unwrap();
+    assert_eq!(audit.len(), 1);
+    assert_eq!(
+        (audit[0].text(0).unwrap(), audit[0].text(1).unwrap(), audit[0].text(2).unwrap()),
+        ("usr_demo_platform".into(), "impersonate".into(), "usr_demo_acme_member".into())
+    );
+    // The impersonated session reads as the member but never mints.
+    assert_eq!(w.get("/gateways", &imp).status, 200);
+    assert_error(
+        &w.post("/playground/token", &imp, json!({ "gateway_id": "gw_acme_main" })),
+        403,
+        "impersonation_forbidden",
+    );
+    assert_error(
+        &w.post("/auth/impersonate", &imp, json!({ "user_id": "usr_demo_acme_viewer" })),
+        403,
+        "impersonation_forbidden",
+    );
+    // Short-lived: gone after 30 minutes, and it takes the session that started it along
+    // (the browser's cookie held only the impersonation: nothing is left behind).
+    w.advance_s(auth::IMPERSONATION_TTL_S - 1);
+    assert_eq!(w.get("/auth/me", &imp).status, 200);
+    w.advance_s(1);
+    assert_error(&w.get("/auth/me", &imp), 401, "session_expired");
+    assert_error(&w.get("/auth/me", &admin), 401, "session_expired");
+    let admin = w.login("platform@demo.test");
+
+    assert_error(&w.post("/auth/impersonate", &admin, json!({ "user_id": "usr_nobody" })), 404, "user_not_found");
+    assert_error(&w.post("/auth/impersonate", &admin, json!({ "user_id": "x' OR 1=1--" })), 400, "invalid_user_id");
+    assert_error(&w.post("/auth/impersonate", &admin, json!({})), 400, "invalid_user_id");
+    let root_id =
+        w.db.one("SELECT id FROM users WHERE email = ?", &[ROOT_EMAIL.into()]).unwrap().unwrap().text(0).unwrap();
+    assert_error(&w.post("/auth/impersonate", &admin, json!({ "user_id": root_id })), 403, "impersonation_forbidden");
+    let tenant_admin = w.login("admin@acme.test");
+    assert_error(
+        &w.post("/auth/impersonate", &tenant_admin, json!({ "user_id": "usr_demo_acme_member" })),
+        403,
+        "insufficient_role",
+    );
+}
+
+fn impersonating(w: &World) -> (String, String) {
+    let admin = w.login("platform@demo.test");
+    let r = w.cookie_post("/auth/impersonate", &admin, json!({ "user_id": "usr_demo_acme_member" }));
+    assert_eq!(r.status, 200, "{}", r.body);
+    (admin, token_from_cookie(&r))
+}
+
+#[test]
+fn signing_out_of_an_impersonation_signs_out_the_session_that_started_it_and_back() {
+    let w = World::new();
+    let (admin, imp) = impersonating(&w);
+    assert_eq!(w.cookie_post("/auth/logout", &imp, json!({})).status, 200);
+    assert_error(&w.get("/auth/me", &imp), 401, "session_expired");
+    assert_error(&w.get("/auth/me", &admin), 401, "session_expired");
+
+    let (admin, imp) = impersonating(&w);
+    assert_eq!(w.post("/auth/logout", &admin, json!({})).status, 200);
+    assert_error(&w.get("/auth/me", &imp), 401, "session_expired");
+}
+
+#[test]
+fn an_impersonation_ends_when_its_impersonator_is_no_longer_a_platform_admin() {
+    let w = World::new();
+    let (admin, imp) = impersonating(&w);
+    w.db.exec("UPDATE users SET platform_admin = 0 WHERE id = 'usr_demo_platform'", &[]).unwrap();
+    assert_error(&w.get("/auth/me", &imp), 401, "session_expired");
+    assert_eq!(json_of(&w.get("/auth/me", &admin))["user"]["platform_admin"], false);
+}
+
+#[test]
+fn an_impersonation_in_use_keeps_the_session_that_started_it_alive() {
+    let w = World::new();
+    let admin = w.login("platform@demo.test");
+    // The admin's last_seen stays at T0 (written at most once a minute).
+    w.advance_s(59);
+    let r = w.cookie_post("/auth/impersonate", &admin, json!({ "user_id": "usr_demo_acme_member" }));
+    let imp = token_from_cookie(&r);
+    w.advance_s(900);
+    assert_eq!(w.get("/auth/me", &imp).status, 200);
+    // 1839 s after the admin's own last request, but the impersonation was in use.
+    w.advance_s(880);
+    assert_eq!(w.get("/auth/me", &imp).status, 200);
+}
+
+#[test]
+fn sign_out_everywhere_ends_every_session_and_impersonation_of_the_user() {
+    let w = World::new();
+    let (admin, imp) = impersonating(&w);
+    let second = w.login("platform@demo.test");
+    let bystander = w.login("member@acme.test");
+    let r = w.cookie_post("/auth/logout-all", &second, json!({}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(json_of(&r), json!({ "signed_out": true, "sessions_revoked": 3 }));
+    assert!(header(&r, "set-cookie").unwrap().contains("Max-Age=0"));
+    for token in [&admin, &imp, &second] {
+        assert_error(&w.get("/auth/me", token), 401, "session_expired");
+    }
+    assert_eq!(w.get("/auth/me", &bystander).status, 200, "the impersonated user's own session is theirs");
+    // From an impersonation it signs out the impersonator, who is the one acting.
+    let (admin, imp) = impersonating(&w);
+    assert_eq!(w.post("/auth/logout-all", &imp, json!({})).status, 200);
+    assert_error(&w.get("/auth/me", &admin), 401, "session_expired");
+    assert_eq!(w.get("/auth/me", &bystander).status, 200);
+    // A cookie write: the CSRF rules hold.
+    let r = w.request("POST", "/auth/logout-all", &[("cookie", &format!("{SESSION_COOKIE}={bystander}"))], None);
+    assert_error(&r, 403, "csrf_rejected");
+}
+
+#[test]
+fn a_session_ends_after_30_idle_minutes_and_last_seen_is_written_at_most_once_a_minute() {
+    let w = World::new();
+    let token = w.login("viewer@acme.test");
+    let last_seen = || {
+        w.db.one("SELECT last_seen FROM admin_sessions WHERE token_hash = ?", &[sha256_hex(&token).into()])
+            .unwrap()
+            .unwrap()
+            .int(0)
+            .unwrap()
+    };
+    let t0 = last_seen();
+    w.advance_s(59);
+    assert_eq!(w.get("/auth/me", &token).status, 200);
+    assert_eq!(last_seen(), t0, "not rewritten within the minute");
+    w.advance_s(auth::IDLE_TIMEOUT_S - 1 - 59);
+    assert_eq!(w.get("/auth/me", &token).status, 200);
+    assert_eq!(last_seen(), t0 + auth::IDLE_TIMEOUT_S - 1);
+    w.advance_s(auth::IDLE_TIMEOUT_S);
+    assert_error(&w.get("/auth/me", &token), 401, "session_expired");
+}
+
+#[test]
+fn the_cookie_is_host_prefixed_and_secure_over_https_also_behind_a_trusted_proxy() {
+    let mut cfg = config();
+    cfg.trusted_proxies = crate::net::parse_trusted("10.0.0.2").unwrap();
+    let w = World::with_config(cfg);
+    let login = |headers: &[(&str, &str)]| {
+        let mut list = vec![("content-type", "application/json")];
+        list.extend_from_slice(headers);
+        w.request(
+            "POST",
+            "/auth/login",
+            &list,
+            Some(&json!({ "email": "admin@acme.test", "password": DEMO_PASSWORD }).to_string()),
+        )
+    };
+    let proxied = [("spin-client-addr", "10.0.0.2:1"), ("x-forwarded-proto", "https")];
+    let r = login(&proxied);
+    let cookie = header(&r, "set-cookie").unwrap().to_string();
+    assert!(cookie.starts_with("__Host-ratatoskr_admin_session=sess_"), "{cookie}");
+    assert!(cookie.ends_with("; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200; Secure"), "{cookie}");
+    // The __Host- cookie authenticates, and an https Origin is this page's own.
+    let token = token_from_cookie(&r);
+    let host_cookie = format!("{}={token}", auth::SECURE_SESSION_COOKIE);
+    let mut headers = vec![("cookie", host_cookie.as_str()), ("content-type", "application/json")];
+    headers.extend_from_slice(&proxied);
+    headers.push(("origin", "https://console.test:3000"));
+    let mint =
+        w.request("POST", "/playground/token", &headers, Some(&json!({ "gateway_id": "gw_acme_main" }).to_string()));
+    assert_eq!(mint.status, 200, "{}", mint.body);
+    // From an untrusted peer X-Forwarded-Proto is ignored.
+    let r = login(&[("spin-client-addr", "10.0.0.9:1"), ("x-forwarded-proto", "https")]);
+    let cookie = header(&r, "set-cookie").unwrap();
+    assert!(cookie.starts_with("ratatoskr_admin_session=sess_") && !cookie.contains("Secure"), "{cookie}");
+}
+
+#[test]
+fn a_stale_cookie_next_to_a_live_one_does_not_lock_the_browser_out() {
+    let w = World::new();
+    let stale = w.login("viewer@acme.test");
+    w.post("/auth/logout", &stale, json!({}));
+    let live = w.login("viewer@acme.test");
+    // An older Path=/admin cookie comes first in the header.
+    let cookies = format!("{SESSION_COOKIE}={stale}; {SESSION_COOKIE}={live}");
+    assert_eq!(w.request("GET", "/auth/me", &[("cookie", &cookies)], None).status, 200);
+}
