@@ -149,3 +149,21 @@ ensure_schemathesis() {
     "$venv/bin/pip" install --quiet --disable-pip-version-check $want
     echo "$want" > "$venv/.pinned"
 }
+
+# The OpenTelemetry protobuf classes the browser tests check the console's OTLP/JSON
+# export with (google.protobuf.json_format, ExportTraceServiceRequest): target/otlp-venv.
+OTLP_PROTO_VERSION=1.45.2
+ensure_otlp_proto() {
+    local venv="$REPO_ROOT/target/otlp-venv"
+    local want="opentelemetry-proto==$OTLP_PROTO_VERSION"
+    if [[ "$(cat "$venv/.pinned" 2>/dev/null)" == "$want" ]] &&
+        "$venv/bin/python" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null; then
+        return 0
+    fi
+    log "installing $want (venv target/otlp-venv)"
+    python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "$want"
+    echo "$want" > "$venv/.pinned"
+}

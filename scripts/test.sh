@@ -27,6 +27,7 @@ cargo test "${NATIVE[@]}" "$@" || status=$?
 
 ensure_chromium
 ensure_browser_test_deps
+ensure_otlp_proto
 log "running browser tests (tests/browser)"
 node --test --test-concurrency=1 tests/browser/ || status=$?
 

@@ -24,6 +24,7 @@ export const TURN_TERMINALS = ['done', 'error', 'cancelled'];
 
 /** The stall threshold: `?stall_ms=N` (100 to 600000) in the page's URL, else 10 s. */
 function stallMsFromUrl() {
+  if (typeof location === 'undefined') return STALL_MS_DEFAULT; // imported outside a page (unit tests)
   const raw = new URLSearchParams(location.search).get('stall_ms');
   const n = raw !== null && /^\d{1,6}$/.test(raw) ? Number(raw) : NaN;
   return n >= 100 && n <= 600000 ? n : STALL_MS_DEFAULT;
@@ -55,6 +56,7 @@ export function flightSessionStart() {
     turns: [], tools: null, bifrost_snapshots: [], admin_events: [], affect_history: [],
   };
   $('export-session').disabled = false;
+  $('export-otlp').disabled = false;
 }
 
 export function flightTools(result) { if (flight.session && !flight.replay) flight.session.tools = recordedResult(result); }
@@ -85,6 +87,7 @@ export function flightTurnStart(text, nodes) {
   const turn = {
     index: flight.session.turns.length + 1, user_text: text, started_at: new Date().toISOString(),
     server_t0: null, first_byte_ms: null, events: [], terminal: null, stalls: [],
+    affect_at_start: state.lastHistAt ?? null, // the affect drawn when it was sent (compare.js: the change across a turn)
   };
   flight.session.turns.push(turn);
   const t0 = performance.now();
@@ -278,16 +281,20 @@ export function buildExport() {
   };
 }
 
-export function exportSession() {
-  const doc = buildExport();
-  if (!doc) return;
-  const blob = new Blob([JSON.stringify(doc, null, 2) + '\n'], { type: 'application/json' });
+/** Downloads a JSON value as `<prefix><session id>.json` (the session export, the OTLP export). */
+export function downloadJson(prefix, sessionId, value) {
+  const blob = new Blob([JSON.stringify(value, null, 2) + '\n'], { type: 'application/json' });
   const url = URL.createObjectURL(blob);
   const a = document.createElement('a'); // never attached: it only names the download
   a.href = url;
-  a.download = 'ratatoskr-session-' + String(doc.session_id).replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 80) + '.json';
+  a.download = prefix + String(sessionId).replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 80) + '.json';
   a.click();
   setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+export function exportSession() {
+  const doc = buildExport();
+  if (doc) downloadJson('ratatoskr-session-', doc.session_id, doc);
 }
 
 // ---- import: validate the whole document (replay.js renders it) ----------------------
@@ -297,7 +304,7 @@ export class ImportRefused extends Error {
 }
 
 /** Checks the whole document; throws ImportRefused(import_invalid_document) at the first fault. */
-function validateSessionDocument(doc) {
+export function validateSessionDocument(doc) {
   const bad = (path, what) => { throw new ImportRefused('import_invalid_document', path + ' ' + what); };
   const obj = (v, path) => { if (!isObject(v)) bad(path, 'must be an object'); return v; };
   const arr = (v, path) => { if (!Array.isArray(v)) bad(path, 'must be an array'); return v; };
@@ -326,7 +333,8 @@ function validateSessionDocument(doc) {
   arr(doc.turns, 'turns').forEach((turn, i) => {
     const p = 'turns[' + i + ']';
     obj(turn, p);
-    only(turn, p, ['index', 'user_text', 'started_at', 'server_t0', 'first_byte_ms', 'events', 'terminal', 'stalls']);
+    only(turn, p, ['index', 'user_text', 'started_at', 'server_t0', 'first_byte_ms', 'events', 'terminal', 'stalls', 'affect_at_start']);
+    if (turn.affect_at_start !== undefined) str(turn.affect_at_start, p + '.affect_at_start', true);
     if (!Number.isInteger(turn.index) || turn.index < 1) bad(p + '.index', 'must be an integer >= 1');
     str(turn.user_text, p + '.user_text');
     str(turn.started_at, p + '.started_at');
@@ -376,6 +384,11 @@ function validateSessionDocument(doc) {
 export function parseSessionDocument(text) {
   let doc;
   try { doc = JSON.parse(text); } catch (_) { throw new ImportRefused('import_invalid_json', 'the file is not JSON'); }
+  return checkSessionDocument(doc);
+}
+
+/** A parsed value to a validated session document, or ImportRefused with its typed code. */
+export function checkSessionDocument(doc) {
   if (!isObject(doc) || doc.format !== EXPORT_FORMAT) {
     throw new ImportRefused('import_wrong_format', 'not a ratatoskr session document (its "format" must be "' + EXPORT_FORMAT + '")');
   }

@@ -8,7 +8,10 @@ import { state } from './console-state.js';
 import { buildExport, detectBuffering, exportSession, flight, parseSessionDocument, turnTimeline } from './flight-recorder.js';
 import { adminEventMatches, loadBifrost, sparkline, toggleAdminPause, trendDelta } from './panes.js';
 import { cancelTurn, loadConfig, sendTurn, startSession } from './transcript.js';
-import { importFile, leaveReplayToEmpty } from './replay.js';
+import { exportOtlp, importFile, leaveReplayToEmpty } from './replay.js';
+import { closeCompare, loadCompareFile, openCompare, refreshCompareChoices, runCompare } from './compare-view.js';
+import { compareTurns, jsonDiff, turnFacts, wordDiff } from './compare.js';
+import { otlpToSession, parseImportText, sessionToOtlp } from './otlp.js';
 import {
   dropToken, mintToken, pg, pgLoadMe, pgOpenTrace, pgSearch, pgSendChat, pgSignIn, pgSignOut, renderAuth,
 } from './playground.js';
@@ -87,6 +90,7 @@ function wire() {
 
   // The console view's flight recorder: export, import (button or a dropped file), leaving a recording.
   $('export-session').addEventListener('click', exportSession);
+  $('export-otlp').addEventListener('click', exportOtlp);
   $('import-session').addEventListener('click', () => $('import-file').click());
   $('import-file').addEventListener('change', (e) => {
     const file = e.target.files && e.target.files[0];
@@ -96,11 +100,23 @@ function wire() {
   $('replay-banner').addEventListener('click', (e) => {
     if (e.target instanceof Element && e.target.id === 'replay-close') leaveReplayToEmpty();
   });
+  // The Compare pane: two turns side by side (compare-view.js).
+  $('compare-open').addEventListener('click', openCompare);
+  $('compare-close').addEventListener('click', closeCompare);
+  $('compare-run').addEventListener('click', runCompare);
+  $('compare-refresh').addEventListener('click', refreshCompareChoices);
+  $('compare-load').addEventListener('click', () => $('compare-file').click());
+  $('compare-file').addEventListener('change', (e) => {
+    const file = e.target.files && e.target.files[0];
+    e.target.value = '';
+    loadCompareFile(file);
+  });
+  $('compare-pane').addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.preventDefault(); e.stopPropagation(); closeCompare(); } });
   const view = $('console-view');
   const hasFiles = (e) => e.dataTransfer && [...e.dataTransfer.types].includes('Files');
   view.addEventListener('dragover', (e) => { if (hasFiles(e)) { e.preventDefault(); e.dataTransfer.dropEffect = 'copy'; } });
   view.addEventListener('drop', (e) => {
-    if (!hasFiles(e)) return;
+    if (!hasFiles(e) || $('compare-pane').contains(e.target)) return;
     e.preventDefault();
     importFile(e.dataTransfer.files[0]);
   });
@@ -110,6 +126,8 @@ function wire() {
 window.ratatoskrConsole = Object.freeze({
   state, sparkline, trendDelta, sseParser,
   flight: Object.freeze({ detectBuffering, turnTimeline, parseSessionDocument, buildExport, get stallMs() { return flight.stallMs; }, get replaying() { return flight.replay !== null; } }),
+  compare: Object.freeze({ jsonDiff, wordDiff, turnFacts, compareTurns }),
+  otlp: Object.freeze({ sessionToOtlp, otlpToSession, parseImportText }),
 });
 
 wire();

@@ -43,7 +43,7 @@ export function pushAffectHistory(snap) {
 }
 
 /** [key, number] pairs present in the snapshot; nothing is synthesised. */
-function affectMetrics(snap) {
+export function affectMetrics(snap) {
   const out = [];
   const num = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : null);
   const pad = snap.pad && typeof snap.pad === 'object' ? snap.pad : {};

@@ -1,12 +1,13 @@
-// An exported session opened read-only: the file checked by the flight recorder,
-// every pane drawn from it through the live renderers, no live call; and the way
-// back to the empty console.
+// An exported session opened read-only: the file (a session document or an OTLP/JSON
+// trace, otlp.js) checked whole first, every pane drawn from it through the live
+// renderers, no live call; the way back to the empty console; and the OTLP export.
 
 import { $, clear, el, fill, setText, up } from './dom.js';
 import { state } from './console-state.js';
 import {
-  IMPORT_MAX_BYTES, ImportRefused, TURN_TERMINALS, flight, flightLeaveReplay, flightStopStall, parseSessionDocument, renderTurnFlight,
+  IMPORT_MAX_BYTES, ImportRefused, TURN_TERMINALS, buildExport, downloadJson, flight, flightLeaveReplay, flightStopStall, renderTurnFlight,
 } from './flight-recorder.js';
+import { parseImportText, sessionToOtlp } from './otlp.js';
 import {
   clearPadPolls, pushAffectHistory, renderAdminEvent, renderAffectPane, setAdminLight, showBifrostResult, showToolsResult,
 } from './panes.js';
@@ -19,6 +20,12 @@ function showImportError(code, message) {
   node.hidden = false;
 }
 
+/** The session (live, or the recording shown) as OTLP/JSON (docs/otlp.md); content only when ticked. */
+export function exportOtlp() {
+  const doc = buildExport();
+  if (doc) downloadJson('ratatoskr-otlp-', doc.session_id, sessionToOtlp(doc, { content: $('otlp-content').checked }));
+}
+
 export async function importFile(file) {
   if (!file) return;
   $('import-error').hidden = true;
@@ -27,7 +34,7 @@ export async function importFile(file) {
     if (file.size > IMPORT_MAX_BYTES) throw new ImportRefused('import_too_large', 'the file is larger than ' + (IMPORT_MAX_BYTES >> 20) + ' MiB');
     let text;
     try { text = await file.text(); } catch (_) { throw new ImportRefused('import_unreadable', 'the file could not be read'); }
-    doc = parseSessionDocument(text);
+    doc = parseImportText(text); // a session document or an OTLP/JSON trace, validated whole
   } catch (e) {
     if (e instanceof ImportRefused) { showImportError(e.code, e.message); return; }
     throw e;
@@ -66,6 +73,7 @@ function enterReplay(doc) {
   banner.hidden = false;
   $('console-view').classList.add('replay');
   $('export-session').disabled = false;
+  $('export-otlp').disabled = false;
 
   // Transcript (and the Tools pane's live events), through the live renderers.
   clear($('transcript'));
@@ -119,5 +127,6 @@ export function leaveReplayToEmpty() {
   $('affect').replaceChildren(el('p', { class: 'muted', text: 'No snapshot yet.' }));
   setAdminLight('', 'not connected');
   $('export-session').disabled = true;
+  $('export-otlp').disabled = true;
   $('start-session').focus();
 }
