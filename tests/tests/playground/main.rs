@@ -8,7 +8,6 @@
 mod hostile;
 mod inference;
 mod mint;
-mod passwords;
 mod search;
 mod secrets;
 mod sessions;
@@ -47,7 +46,6 @@ enum Mode {
     Status(u16),
     RateLimited(&'static str),
     Slow(Duration),
-    Malformed,
 }
 
 type ModeCell = Arc<Mutex<Mode>>;
@@ -83,7 +81,6 @@ async fn provider(mode: ModeCell, ok_body: Value) -> MockUpstream {
                     tokio::time::sleep(delay).await;
                     respond(200, "application/json", ok_body)
                 }
-                Mode::Malformed => respond(200, "application/json", "<html>not json</html>"),
             }
         }
     })

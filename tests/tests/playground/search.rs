@@ -1,25 +1,23 @@
-//! The web-search probe against scripted providers.
+//! The web-search probe against scripted providers, over real connections.
 
 use super::*;
 
+/// What each provider receives over the wire (what the probe decides, and the
+/// EU gate before it: `api_tests::search`).
 #[tokio::test(flavor = "multi_thread")]
-async fn the_eu_gate_through_the_route_for_each_demo_gateway() {
-    let p = Playground::start("eugate").await;
-    let token = p.login("platform@demo.test").await;
+async fn the_probe_sends_each_provider_its_request_on_the_wire() {
+    let p = Playground::start("wire").await;
+    let token = p.login("admin@acme.test").await;
     let search = |gw: &'static str| {
         let (p, token) = (&p, token.clone());
         async move { p.get(&format!("/playground/search?q=fjord+weather&gateway_id={gw}"), Some(&token)).await }
     };
-
     let r = search("gw_acme_main").await;
     r.assert(200, "");
-    let v = r.json();
     assert_eq!(
-        (v["query"].as_str(), v["provider"].as_str(), v["eu_region_routing"].as_bool()),
-        (Some("fjord weather"), Some("brave"), Some(false))
+        r.json()["results"][0],
+        json!({ "title": "Brave 0", "url": "https://brave.example/0", "snippet": "b0" })
     );
-    assert_eq!(v["results"].as_array().unwrap().len(), 5, "at most five");
-    assert_eq!(v["results"][0], json!({ "title": "Brave 0", "url": "https://brave.example/0", "snippet": "b0" }));
     let seen = p.brave.requests();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].method, http::Method::GET);
@@ -29,26 +27,12 @@ async fn the_eu_gate_through_the_route_for_each_demo_gateway() {
     let r = search("gw_acme_second").await;
     r.assert(200, "");
     assert_eq!(r.json()["provider"], "linkup");
-    assert_eq!(r.json()["results"][4]["snippet"], "l4");
-    let r = search("gw_euco_eu-linkup").await;
-    r.assert(200, "");
-    assert_eq!(r.json()["eu_region_routing"], true, "the tenant's EU floor");
     let seen = p.linkup.requests();
-    assert_eq!(seen.len(), 2);
+    assert_eq!(seen.len(), 1);
     assert_eq!((seen[0].method.as_str(), seen[0].path_and_query.as_str()), ("POST", "/v1/search"));
     assert_eq!(header_of(&seen[0], "authorization").as_deref(), Some("Bearer demo-linkup-key-acme-second"));
-    assert_eq!(header_of(&seen[1], "authorization").as_deref(), Some("Bearer demo-linkup-key-euco"));
-    let body: Value = serde_json::from_slice(&seen[1].body).unwrap();
+    let body: Value = serde_json::from_slice(&seen[0].body).unwrap();
     assert_eq!(body, json!({ "q": "fjord weather", "depth": "standard", "outputType": "searchResults" }));
-
-    let refused = search("gw_euco_eu-brave").await;
-    refused.assert(403, "eu_gate_refused");
-    let reason = refused.json()["reason"].as_str().unwrap().to_string();
-    assert!(reason.contains("eu_region_routing") && reason.contains("brave"), "{reason}");
-    search("gw_acme_nokey").await.assert(503, "search_key_missing");
-    search("gw_frozen_main").await.assert(403, "feature_disabled");
-    assert_eq!(p.brave.requests().len(), 1, "no refused probe reached Brave");
-    assert_eq!(p.linkup.requests().len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -63,27 +47,21 @@ async fn the_probe_ignores_the_platform_linkup_key() {
     assert!(!p.app.log().contains(PLATFORM_LINKUP_KEY));
 }
 
+/// What only a real connection has: a provider's status and words, a provider
+/// slower than the timeout, its Retry-After, a closed port, an origin outside
+/// the allow-list (every class and its fields: `api_tests::search`).
 #[tokio::test(flavor = "multi_thread")]
-async fn provider_errors_are_classified_against_scripted_mocks() {
+async fn provider_failures_on_the_wire_are_typed() {
     let p = Playground::start("providers").await;
     let token = p.login("admin@acme.test").await;
     let search = || p.get("/playground/search?q=x&gateway_id=gw_acme_main", Some(&token));
-    for (mode, status, code) in [
-        (Mode::Status(401), 502, "provider_auth_failed"),
-        (Mode::Status(403), 502, "provider_auth_failed"),
-        (Mode::Status(500), 502, "provider_unavailable"),
-        (Mode::Status(503), 502, "provider_unavailable"),
-        (Mode::Malformed, 502, "provider_malformed"),
-        (Mode::Slow(Duration::from_secs(5)), 504, "provider_timeout"),
-    ] {
-        p.set_brave(mode);
-        let r = search().await;
-        r.assert(status, code);
-        assert_eq!(r.json()["provider"], "brave");
-        assert!(!r.body.contains("provider words"), "provider text never passes: {}", r.body);
-    }
     p.set_brave(Mode::Status(503));
-    assert_eq!(search().await.json()["status"], 503);
+    let r = search().await;
+    r.assert(502, "provider_unavailable");
+    assert_eq!((r.json()["provider"].as_str(), r.json()["status"].as_i64()), (Some("brave"), Some(503)));
+    assert!(!r.body.contains("provider words"), "provider text never passes: {}", r.body);
+    p.set_brave(Mode::Slow(Duration::from_secs(5)));
+    search().await.assert(504, "provider_timeout");
     p.set_brave(Mode::RateLimited("17"));
     let r = search().await;
     r.assert(429, "provider_rate_limited");

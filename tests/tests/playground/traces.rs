@@ -1,54 +1,7 @@
-//! Trace reads, a long trace streamed, a broken one aborted.
+//! A long trace streamed in bounded memory, a broken one aborted (what a
+//! read answers: `api_tests::trace_reads`).
 
 use super::*;
-
-#[tokio::test(flavor = "multi_thread")]
-async fn traces_read_in_step_order_with_data_inline() {
-    let p = Playground::start("traces").await;
-    let token = p.login("admin@acme.test").await;
-    let list = p.get("/playground/traces?gateway_id=gw_acme_main", Some(&token)).await;
-    list.assert(200, "");
-    let traces = list.json()["traces"].as_array().unwrap().clone();
-    assert_eq!(traces.len(), 3);
-    for t in &traces {
-        assert!(
-            t["id"].is_string() && t["started_at"].is_i64() && t["model"].is_string() && t["status"].is_string(),
-            "{t}"
-        );
-    }
-    let newest = traces[0]["id"].as_str().unwrap();
-    let r = p.get(&format!("/playground/trace/{newest}"), Some(&token)).await;
-    r.assert(200, "");
-    let v = r.json();
-    assert_eq!(v["trace"]["gateway_id"], "gw_acme_main");
-    assert_eq!((v["trace"]["tenant_slug"].as_str(), v["trace"]["gateway_slug"].as_str()), (Some("acme"), Some("main")));
-    let steps = v["steps"].as_array().unwrap();
-    assert!((3..=12).contains(&steps.len()));
-    assert_eq!(steps.last().unwrap()["name"], "response.done");
-    assert!(steps.iter().all(|s| s["data"].is_object()), "data decoded inline");
-    let starts: Vec<i64> = steps.iter().map(|s| s["started_at"].as_i64().unwrap()).collect();
-    assert!(starts.windows(2).all(|w| w[0] < w[1]));
-    assert_eq!(p.get(&format!("/traces/{newest}"), Some(&token)).await.body, r.body);
-    // Every demo gateway has a few traces of 3-12 steps.
-    let platform = p.login("platform@demo.test").await;
-    for gw in
-        ["gw_acme_main", "gw_acme_nokey", "gw_acme_second", "gw_euco_eu-linkup", "gw_euco_eu-brave", "gw_frozen_main"]
-    {
-        let list = p.get(&format!("/playground/traces?gateway_id={gw}"), Some(&platform)).await.json();
-        let ids: Vec<String> =
-            list["traces"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_string()).collect();
-        assert!(ids.len() >= 2, "{gw}");
-        for id in ids {
-            let n = p.get(&format!("/traces/{id}"), Some(&platform)).await.json()["steps"].as_array().unwrap().len();
-            assert!((3..=12).contains(&n), "{id}: {n}");
-        }
-    }
-    // Unknown and other-tenant traces answer alike.
-    let euco = p.login("admin@euco.test").await;
-    let other = p.get(&format!("/traces/{newest}"), Some(&euco)).await;
-    other.assert(404, "trace_not_found");
-    assert_eq!(other.body, p.get("/traces/trc_does_not_exist", Some(&euco)).await.body);
-}
 
 /// Writes trace `id` of `steps` steps into the app's database file in one
 /// statement, with every kind of stored `data` the read must re-emit as it

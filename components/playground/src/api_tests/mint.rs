@@ -11,13 +11,14 @@ fn mint_returns_a_myra_token_bound_to_the_gateway() {
     let v = json_of(&r);
     let minted = v["token"].as_str().unwrap();
     assert!(tokens::is_token(minted), "{minted}");
+    assert!(minted.len() == 69 && minted[5..].bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')), "{minted}");
     assert_eq!(v["tenant_slug"], "acme");
     assert_eq!(v["gateway_slug"], "main");
     let expected = crate::util::iso8601(T0_MS / 1000 + 1800);
     assert_eq!(v["expires_at"], expected);
     let row =
         w.db.one(
-            "SELECT gateway_id, scopes, kind, expires_at FROM gateway_tokens WHERE token_hash = ?",
+            "SELECT gateway_id, scopes, kind, expires_at, created_at FROM gateway_tokens WHERE token_hash = ?",
             &[sha256_hex(minted).into()],
         )
         .unwrap()
@@ -26,6 +27,9 @@ fn mint_returns_a_myra_token_bound_to_the_gateway() {
     assert_eq!(row.text(1).unwrap(), "[\"playground\"]");
     assert_eq!(row.text(2).unwrap(), "playground");
     assert_eq!(row.int(3).unwrap(), T0_MS / 1000 + 1800);
+    assert_eq!(row.int(3).unwrap() - row.int(4).unwrap(), 1800, "30 minutes from the mint");
+    // Only the hash is stored.
+    assert!(w.db.query("SELECT 1 FROM gateway_tokens WHERE token_hash LIKE 'myra_%'", &[]).unwrap().is_empty());
 }
 
 #[test]

@@ -100,6 +100,8 @@ struct World {
     egress: FakeEgress,
     /// Every response body and header value, for the leak checks.
     seen: RefCell<Vec<String>>,
+    /// Every response body (a session token may be in `Set-Cookie`, never here).
+    bodies: RefCell<Vec<String>>,
 }
 
 fn config() -> Config {
@@ -124,6 +126,7 @@ impl World {
             random: CountingRandom(AtomicU64::new(1)),
             egress: FakeEgress { sent: RefCell::new(Vec::new()), script: RefCell::new(Box::new(default_script)) },
             seen: RefCell::new(Vec::new()),
+            bodies: RefCell::new(Vec::new()),
         }
     }
 
@@ -174,6 +177,7 @@ impl World {
             assert_eq!(end, trace_pages::Drained::Complete);
             response.body.push_str(std::str::from_utf8(&rest).unwrap());
         }
+        self.bodies.borrow_mut().push(response.body.clone());
         let mut seen = self.seen.borrow_mut();
         seen.push(response.body.clone());
         seen.extend(response.headers.iter().map(|(_, v)| v.clone()));

@@ -17,7 +17,7 @@ fn a_changed_demo_password_reaches_the_seeded_demo_users_once_and_no_one_else() 
 
     w.config.demo_password = "changed-demo-pass-2026".into();
     assert_error(&w.try_login("admin@acme.test", DEMO_PASSWORD), 401, "invalid_credentials");
-    for email in ["admin@acme.test", "platform@demo.test", "viewer@acme.test"] {
+    for email in ["admin@acme.test", "platform@demo.test", "member@acme.test", "viewer@acme.test"] {
         assert_eq!(w.try_login(email, "changed-demo-pass-2026").status, 200, "{email}");
     }
     assert_eq!(w.try_login("real@acme.test", DEMO_PASSWORD).status, 200, "a real account keeps its password");
@@ -36,6 +36,10 @@ fn a_changed_demo_password_reaches_the_seeded_demo_users_once_and_no_one_else() 
     assert!(seed::is_demo_password(Some(&marker), "changed-demo-pass-2026"));
     assert!(!seed::is_demo_password(Some(&marker), DEMO_PASSWORD));
     assert!(!marker.contains("changed-demo-pass-2026") && !marker.contains(&sha256_hex("changed-demo-pass-2026")));
+    for row in &settings {
+        let value = row.text(1).unwrap();
+        assert!(!value.contains("changed-demo-pass-2026") && !value.contains(DEMO_PASSWORD), "{value}");
+    }
 }
 
 #[test]

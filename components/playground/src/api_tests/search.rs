@@ -35,15 +35,29 @@ fn search_through_every_demo_gateway() {
     let r = search("gw_euco_eu-linkup");
     assert_eq!(r.status, 200);
     assert_eq!(json_of(&r)["eu_region_routing"], true, "the tenant floor applies");
+    let sent = w.egress.sent.borrow().last().cloned().unwrap();
+    assert!(sent.headers.contains(&("authorization".into(), "Bearer demo-linkup-key-euco".into())));
 
     let before = w.egress.sent.borrow().len();
     let refused = search("gw_euco_eu-brave");
     assert_error(&refused, 403, "eu_gate_refused");
-    assert!(json_of(&refused)["reason"].as_str().unwrap().contains("brave"));
+    let reason = json_of(&refused)["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("eu_region_routing") && reason.contains("brave"), "{reason}");
     assert_error(&search("gw_acme_nokey"), 503, "search_key_missing");
     assert!(json_of(&search("gw_acme_nokey"))["message"].as_str().unwrap().contains("platform Linkup key"));
     assert_error(&search("gw_frozen_main"), 403, "feature_disabled");
     assert_eq!(w.egress.sent.borrow().len(), before, "refusals never egress");
+
+    // Seven results from the provider: the first five, mapped.
+    w.script(|_| {
+        let results: Vec<Value> = (0..7)
+            .map(|i| json!({ "type": "text", "name": format!("L{i}"), "url": format!("https://l.test/{i}"), "content": format!("l{i}") }))
+            .collect();
+        ok_body(200, json!({ "results": results }))
+    });
+    let results = json_of(&search("gw_acme_second"))["results"].as_array().unwrap().clone();
+    assert_eq!(results.len(), 5, "at most five");
+    assert_eq!(results[4], json!({ "title": "L4", "url": "https://l.test/4", "snippet": "l4" }));
 }
 
 #[test]
@@ -63,28 +77,49 @@ fn provider_failures_are_classified() {
     let w = World::new();
     let token = w.login("admin@acme.test");
     let search = || w.get("/playground/search?q=x&gateway_id=gw_acme_main", &token);
-    w.script(|_| ok_body(401, json!({})));
-    assert_error(&search(), 502, "provider_auth_failed");
+    // Each class names the provider and its status; the provider's own words never pass.
+    for (status, code) in [
+        (401, "provider_auth_failed"),
+        (403, "provider_auth_failed"),
+        (500, "provider_unavailable"),
+        (503, "provider_unavailable"),
+    ] {
+        w.script(move |_| ok_body(status, json!({ "error": "provider words" })));
+        let r = search();
+        assert_error(&r, 502, code);
+        assert_eq!((&json_of(&r)["provider"], &json_of(&r)["status"]), (&json!("brave"), &json!(status)));
+        assert!(!r.body.contains("provider words"), "{}", r.body);
+    }
     w.script(|_| Ok(OutboundResponse { status: 429, retry_after: Some("12".into()), body: vec![] }));
     let r = search();
     assert_error(&r, 429, "provider_rate_limited");
     assert_eq!(header(&r, "retry-after"), Some("12"));
     assert_eq!(json_of(&r)["retry_after"], 12);
-    w.script(|_| ok_body(500, json!({})));
-    let r = search();
-    assert_error(&r, 502, "provider_unavailable");
-    assert_eq!(json_of(&r)["status"], 500);
-    w.script(|_| Err(TransportFailure::Timeout));
-    assert_error(&search(), 504, "provider_timeout");
-    w.script(|_| Err(TransportFailure::Unreachable));
-    assert_error(&search(), 502, "provider_unreachable");
-    w.script(|_| Ok(OutboundResponse { status: 200, retry_after: None, body: b"<html>".to_vec() }));
-    assert_error(&search(), 502, "provider_malformed");
-    w.script(|_| Err(TransportFailure::NotAllowed));
-    assert_error(&search(), 502, "provider_not_allowed");
+    let failures: [(Script, u16, &str); 4] = [
+        (Box::new(|_| Err(TransportFailure::Timeout)), 504, "provider_timeout"),
+        (Box::new(|_| Err(TransportFailure::Unreachable)), 502, "provider_unreachable"),
+        (
+            Box::new(|_| {
+                Ok(OutboundResponse { status: 200, retry_after: None, body: b"<html>provider words".to_vec() })
+            }),
+            502,
+            "provider_malformed",
+        ),
+        (Box::new(|_| Err(TransportFailure::NotAllowed)), 502, "provider_not_allowed"),
+    ];
+    for (script, status, code) in failures {
+        *w.egress.script.borrow_mut() = script;
+        let r = search();
+        assert_error(&r, status, code);
+        assert_eq!(json_of(&r)["provider"], "brave");
+        assert!(!r.body.contains("provider words"), "{}", r.body);
+    }
     for body in w.seen.borrow().iter() {
         assert!(!body.contains("demo-brave-key"), "{body}");
     }
+    // A provider that recovers answers again.
+    w.script(default_script);
+    assert_eq!(search().status, 200);
 }
 
 #[test]

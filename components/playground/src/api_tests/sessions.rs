@@ -30,6 +30,7 @@ fn login_sets_a_strict_http_only_cookie_and_returns_the_profile() {
     let cookie = format!("{SESSION_COOKIE}={token}");
     let me = w.request("GET", "/auth/me", &[("cookie", &cookie)], None);
     assert_eq!(me.status, 200);
+    assert_eq!(json_of(&me)["user"]["id"], "usr_demo_acme_admin");
     // Stored only as a hash.
     let stored = w.db.query("SELECT token_hash FROM admin_sessions", &[]).unwrap();
     assert!(stored.iter().all(|r| r.text(0).unwrap() != token));
@@ -140,6 +141,10 @@ fn cookie_writes_need_json_and_the_same_origin() {
     assert_eq!(json_of(&r)["reason"], "origin_missing");
     let r = post(&[("cookie", &cookie), ("content-type", "text/plain"), ("origin", ORIGIN)]);
     assert_eq!(json_of(&r)["reason"], "content_type");
+    // A form's type is what a cross-site page can send without a preflight.
+    let r = post(&[("cookie", &cookie), ("content-type", "application/x-www-form-urlencoded"), ("origin", ORIGIN)]);
+    assert_error(&r, 403, "csrf_rejected");
+    assert_eq!(json_of(&r)["reason"], "content_type");
     let r = post(&[("cookie", &cookie), ("content-type", "application/json"), ("origin", "http://evil.test")]);
     assert_eq!(json_of(&r)["reason"], "origin_mismatch");
     assert_eq!(post(&[("cookie", &cookie), ("content-type", "application/json"), ("origin", ORIGIN)]).status, 200);
@@ -163,6 +168,16 @@ fn impersonation_is_platform_admin_only_short_recorded_and_cannot_mint() {
     assert_eq!(v["impersonator"], json!({ "id": "usr_demo_platform", "email": "platform@demo.test" }));
     let me = json_of(&w.get("/auth/me", &imp));
     assert_eq!(me["impersonator"]["email"], "platform@demo.test");
+    assert_eq!(me["user"]["email"], "member@acme.test");
+    // Stored with its impersonator, for 30 minutes.
+    let stored =
+        w.db.one(
+            "SELECT impersonator_id, expires_at - created_at FROM admin_sessions WHERE token_hash = ?",
+            &[sha256_hex(&imp).into()],
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!((stored.text(0).unwrap(), stored.int(1).unwrap()), ("usr_demo_platform".into(), 1800));
     let audit = w.db.query("SELECT actor_id, action, target_id FROM audit", &[]).unwrap();
     assert_eq!(audit.len(), 1);
     assert_eq!(

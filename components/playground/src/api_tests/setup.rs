@@ -108,4 +108,20 @@ fn no_password_hash_key_or_token_hash_in_any_response() {
         assert!(!seen.contains(secret.as_str()), "{secret} leaked");
     }
     assert!(!minted.is_empty());
+    // A session token leaves only in Set-Cookie, never in a body.
+    let bodies = w.bodies.borrow().join("\n");
+    for token in &sessions {
+        assert!(!bodies.contains(token.as_str()), "a session token is in a response body");
+    }
+    // At rest: passwords only as argon2id (OWASP's parameters), no token in the clear.
+    let hashes = w.db.query("SELECT password_hash FROM users", &[]).unwrap();
+    assert!(hashes.iter().all(|r| r.text(0).unwrap().starts_with("$argon2id$v=19$m=19456,t=2,p=1$")));
+    let stored: String = ["SELECT token_hash FROM gateway_tokens", "SELECT token_hash FROM admin_sessions"]
+        .iter()
+        .flat_map(|sql| w.db.query(sql, &[]).unwrap())
+        .map(|r| r.text(0).unwrap())
+        .collect();
+    for token in sessions.iter().chain(&minted) {
+        assert!(!stored.contains(token.as_str()), "{token} is stored in the clear");
+    }
 }

@@ -18,7 +18,7 @@ fn trace_reads_follow_the_role_rule_and_return_ordered_decoded_steps() {
     assert_eq!(steps.len(), 12);
     assert_eq!(steps[0]["name"], "request.received");
     assert_eq!(steps[11]["name"], "response.done");
-    assert!(steps[0]["data"].is_object(), "data decoded inline");
+    assert!(steps.iter().all(|s| s["data"].is_object()), "data decoded inline");
     let starts: Vec<i64> = steps.iter().map(|s| s["started_at"].as_i64().unwrap()).collect();
     assert!(starts.windows(2).all(|p| p[0] < p[1]), "in step order");
     assert_eq!(w.get("/traces/trc_acme_main_3", &admin).body, r.body, "the alias answers the same");
@@ -37,6 +37,21 @@ fn trace_reads_follow_the_role_rule_and_return_ordered_decoded_steps() {
     );
     assert_eq!(w.get("/traces/trc_acme_main_1", &w.login("platform@demo.test")).status, 200);
     assert_error(&w.get("/traces/x'%20OR%201=1", &admin), 400, "invalid_trace_id");
+
+    // Every demo gateway has a few traces of 3-12 steps.
+    let platform = w.login("platform@demo.test");
+    for gw in
+        ["gw_acme_main", "gw_acme_nokey", "gw_acme_second", "gw_euco_eu-linkup", "gw_euco_eu-brave", "gw_frozen_main"]
+    {
+        let list = json_of(&w.get(&format!("/playground/traces?gateway_id={gw}"), &platform));
+        let ids: Vec<String> =
+            list["traces"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_string()).collect();
+        assert!(ids.len() >= 2, "{gw}");
+        for id in ids {
+            let n = json_of(&w.get(&format!("/traces/{id}"), &platform))["steps"].as_array().unwrap().len();
+            assert!((3..=12).contains(&n), "{id}: {n}");
+        }
+    }
 }
 
 #[test]
@@ -97,6 +112,12 @@ fn trace_lists_are_recent_first_and_limited() {
     assert_eq!(list.len(), 3);
     assert_eq!(list[0]["id"], "trc_acme_main_3");
     assert_eq!(list[0].as_object().unwrap().keys().collect::<Vec<_>>(), vec!["id", "model", "started_at", "status"]);
+    for t in &list {
+        assert!(
+            t["id"].is_string() && t["started_at"].is_i64() && t["model"].is_string() && t["status"].is_string(),
+            "{t}"
+        );
+    }
     let r = w.get("/playground/traces?gateway_id=gw_acme_main&limit=1", &admin);
     assert_eq!(json_of(&r)["traces"].as_array().unwrap().len(), 1);
     assert_error(&w.get("/playground/traces?gateway_id=gw_acme_main&limit=0", &admin), 400, "invalid_limit");
