@@ -554,74 +554,36 @@ async fn unknown_other_gateway_and_expired_tokens_are_refused_before_any_byte() 
     let main = w.mint(&w.session, "acme", "main").await;
     let second = w.mint(&w.session, "acme", "second").await;
     let bearer = |t: &str| format!("Bearer {t}");
+    // Refused with 401 `code` on tenant/gateway, before any byte of a reply.
+    let refused = |tenant: &'static str, gateway: &'static str, auth: Option<String>, code: &'static str| {
+        let app = &w.app;
+        async move {
+            assert_refused(infer(app, tenant, gateway, auth.as_deref(), &chat_body("hi", true)).await, 401, code).await
+        }
+    };
 
     // Unknown (well-formed) token.
-    assert_refused(
-        infer(&w.app, "acme", "main", Some(&bearer(SOME_TOKEN)), &chat_body("hi", true)).await,
-        401,
-        "invalid_token",
-    )
-    .await;
+    refused("acme", "main", Some(bearer(SOME_TOKEN)), "invalid_token").await;
     // A token of another gateway: same tenant, and another tenant's gateway.
-    assert_refused(
-        infer(&w.app, "acme", "main", Some(&bearer(&second)), &chat_body("hi", true)).await,
-        401,
-        "invalid_token",
-    )
-    .await;
-    assert_refused(
-        infer(&w.app, "acme", "second", Some(&bearer(&main)), &chat_body("hi", true)).await,
-        401,
-        "invalid_token",
-    )
-    .await;
-    assert_refused(
-        infer(&w.app, "euco", "main", Some(&bearer(&main)), &chat_body("hi", true)).await,
-        401,
-        "invalid_token",
-    )
-    .await;
-    assert_refused(
-        infer(&w.app, "euco", "eu-linkup", Some(&bearer(&main)), &chat_body("hi", true)).await,
-        401,
-        "invalid_token",
-    )
-    .await;
+    refused("acme", "main", Some(bearer(&second)), "invalid_token").await;
+    refused("acme", "second", Some(bearer(&main)), "invalid_token").await;
+    refused("euco", "main", Some(bearer(&main)), "invalid_token").await;
+    refused("euco", "eu-linkup", Some(bearer(&main)), "invalid_token").await;
     // Not a gateway token at all, or no bearer.
-    assert_refused(
-        infer(&w.app, "acme", "main", Some(&format!("Bearer {}", w.session)), &chat_body("hi", true)).await,
-        401,
-        "invalid_token",
-    )
-    .await;
-    assert_refused(infer(&w.app, "acme", "main", None, &chat_body("hi", true)).await, 401, "invalid_token").await;
+    refused("acme", "main", Some(format!("Bearer {}", w.session)), "invalid_token").await;
+    refused("acme", "main", None, "invalid_token").await;
     // Both tokens still work on their own gateways.
     assert!(stream(infer(&w.app, "acme", "second", Some(&bearer(&second)), &chat_body("hi", true)).await).await.done);
 
     // 1801 s later the token has lapsed: token_expired, before any byte.
     w.expire_tokens();
-    assert_refused(
-        infer(&w.app, "acme", "main", Some(&bearer(&main)), &chat_body("hi", true)).await,
-        401,
-        "token_expired",
-    )
-    .await;
+    refused("acme", "main", Some(bearer(&main)), "token_expired").await;
     // Expiry is only reported for the token's own gateway.
-    assert_refused(
-        infer(&w.app, "acme", "second", Some(&bearer(&main)), &chat_body("hi", true)).await,
-        401,
-        "invalid_token",
-    )
-    .await;
+    refused("acme", "second", Some(bearer(&main)), "invalid_token").await;
     // A fresh mint (which deletes the expired ones) works again; the old token is now unknown.
     let fresh = w.mint(&w.session, "acme", "main").await;
     assert!(stream(infer(&w.app, "acme", "main", Some(&bearer(&fresh)), &chat_body("hi", true)).await).await.done);
-    assert_refused(
-        infer(&w.app, "acme", "main", Some(&bearer(&main)), &chat_body("hi", true)).await,
-        401,
-        "invalid_token",
-    )
-    .await;
+    refused("acme", "main", Some(bearer(&main)), "invalid_token").await;
     assert_log_clean(&w.app, &[&main, &second, &fresh]);
 }
 
