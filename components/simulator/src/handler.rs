@@ -13,7 +13,7 @@ use crate::ledger;
 use crate::providers::{self, Reply};
 use crate::rng::Rng;
 use crate::routes::{bearer_ok, query_param, route, split_path_query, Route, Scope};
-use crate::service::{ApiError, Sim, TurnTicket};
+use crate::service::{Sim, TurnTicket, UpstreamError};
 use crate::streams::{self, Chat, Client, Clock, Timed};
 use gateway_ledger::SpinDb;
 use guest_http::kv::SpinKv;
@@ -40,10 +40,10 @@ fn variable(name: &str) -> String {
     spin_sdk::variables::get(name).unwrap_or_default()
 }
 
-fn open_kv() -> Result<SpinKv, ApiError> {
+fn open_kv() -> Result<SpinKv, UpstreamError> {
     SpinKv::open_default().map_err(|e| {
         eprintln!("simulator: cannot open key-value store \"default\": {e}");
-        ApiError::Internal
+        UpstreamError::Internal
     })
 }
 
@@ -59,10 +59,10 @@ fn send_json(out: ResponseOutparam, status: u16, body: &Value, extra: &[(&str, &
     guest_http::send_json(out, status, &body.to_string(), &extra);
 }
 
-fn send_error(out: ResponseOutparam, err: ApiError) {
+fn send_error(out: ResponseOutparam, err: UpstreamError) {
     let allow;
     let extra: &[(&str, &str)] = match &err {
-        ApiError::MethodNotAllowed(a) => {
+        UpstreamError::MethodNotAllowed(a) => {
             allow = [("allow", *a)];
             &allow
         }
@@ -71,9 +71,9 @@ fn send_error(out: ResponseOutparam, err: ApiError) {
     send_json(out, err.status(), &err.body(), extra);
 }
 
-fn read_body(req: &IncomingRequest) -> Result<Vec<u8>, ApiError> {
+fn read_body(req: &IncomingRequest) -> Result<Vec<u8>, UpstreamError> {
     read_request_body(req, MAX_BODY).map_err(|failure| {
-        ApiError::BadRequest(match failure {
+        UpstreamError::BadRequest(match failure {
             TransportFailure::TooLarge => "request body too large".into(),
             _ => "could not read the request body".into(),
         })
@@ -99,7 +99,7 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
         Scope::Admin => bearer_ok(&header_values(&req, "authorization"), &variable("admin_key")),
     };
     if !authorized {
-        return send_error(out, ApiError::Unauthorized);
+        return send_error(out, UpstreamError::Unauthorized);
     }
 
     match route {
@@ -149,7 +149,7 @@ fn handle(req: IncomingRequest, out: ResponseOutparam) {
             // 404 for an unknown session before reading the body.
             match sim.session(&session_id) {
                 Ok(Some(_)) => {}
-                Ok(None) => return send_error(out, ApiError::NotFound("unknown_session")),
+                Ok(None) => return send_error(out, UpstreamError::NotFound("unknown_session")),
                 Err(e) => return send_error(out, e),
             }
             let ticket = match read_body(&req) {
@@ -244,7 +244,7 @@ fn chat_completions(req: IncomingRequest, out: ResponseOutparam, tenant: &str, g
     let chat = match read_body(&req) {
         Ok(body) => inference::parse_chat(&body),
         Err(e) => Err(InferenceError::BadRequest(match e {
-            ApiError::BadRequest(m) => m,
+            UpstreamError::BadRequest(m) => m,
             _ => "could not read the request body".into(),
         })),
     };

@@ -35,6 +35,19 @@
 //!
 //! Everything except `handler` is plain Rust: `cargo test -p simulator --lib` runs the
 //! unit tests natively.
+//!
+//! Why one component for both upstreams (the console's and the Playground's): both halves
+//! share the handler's plumbing, the PRNG, SSE framing and the streams' clock and client
+//! ([`streams`]), which two components would have to copy or move into a crate of their
+//! own; a second private component would be a second `*.spin.internal` host that every
+//! default base URL and origin in spin.toml, the build's component list and the test
+//! fixtures would have to name. The Playground half is already apart by module
+//! ([`providers`], [`inference`], [`ledger`], [`streams::Chat`]) and does not reach into
+//! the Playground: every statement, row type and the token hash it uses are
+//! `gateway-ledger`'s, the definitions the Playground itself uses, and it never creates
+//! or migrates a table. What the split would buy, each half without the other's store
+//! (the sessions half needs no SQLite, the Playground half no key-value store), is worth
+//! it once the simulator runs anywhere but a developer's machine and the tests.
 
 pub mod admin;
 pub mod affect;

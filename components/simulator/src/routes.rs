@@ -20,7 +20,7 @@
 //! An unknown path is 404 and a known path with another method is 405 (with `Allow`),
 //! both before authentication.
 
-use crate::service::ApiError;
+use crate::service::UpstreamError;
 use query::percent_decode;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +66,7 @@ pub fn split_path_query(pq: &str) -> (&str, &str) {
     }
 }
 
-pub fn route(method: &str, path: &str) -> Result<Route, ApiError> {
+pub fn route(method: &str, path: &str) -> Result<Route, UpstreamError> {
     let segs: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
     let (route, allow) = match segs.as_slice() {
         ["v1", "agents"] => (Route::Agents, "GET"),
@@ -88,12 +88,12 @@ pub fn route(method: &str, path: &str) -> Result<Route, ApiError> {
         ["inference", tenant, gateway, "v1", "chat", "completions"] if !tenant.is_empty() && !gateway.is_empty() => {
             (Route::ChatCompletions { tenant_slug: (*tenant).to_owned(), gateway_slug: (*gateway).to_owned() }, "POST")
         }
-        _ => return Err(ApiError::NotFound("not_found")),
+        _ => return Err(UpstreamError::NotFound("not_found")),
     };
     if method == allow {
         Ok(route)
     } else {
-        Err(ApiError::MethodNotAllowed(allow))
+        Err(UpstreamError::MethodNotAllowed(allow))
     }
 }
 
@@ -174,9 +174,9 @@ mod tests {
             assert_eq!(r.scope(), Scope::Own);
         }
         assert_eq!(route("POST", "/inference/a/b/v1/chat/completions").unwrap().scope(), Scope::Own);
-        assert_eq!(route("POST", "/brave/res/v1/web/search"), Err(ApiError::MethodNotAllowed("GET")));
-        assert_eq!(route("GET", "/linkup/v1/search"), Err(ApiError::MethodNotAllowed("POST")));
-        assert_eq!(route("GET", "/inference/a/b/v1/chat/completions"), Err(ApiError::MethodNotAllowed("POST")));
+        assert_eq!(route("POST", "/brave/res/v1/web/search"), Err(UpstreamError::MethodNotAllowed("GET")));
+        assert_eq!(route("GET", "/linkup/v1/search"), Err(UpstreamError::MethodNotAllowed("POST")));
+        assert_eq!(route("GET", "/inference/a/b/v1/chat/completions"), Err(UpstreamError::MethodNotAllowed("POST")));
         for p in [
             "/inference//b/v1/chat/completions",
             "/inference/a//v1/chat/completions",
@@ -185,7 +185,7 @@ mod tests {
             "/brave/res/v1/web/search/",
             "/linkup/v1/search/x",
         ] {
-            assert_eq!(route("POST", p), Err(ApiError::NotFound("not_found")), "{p}");
+            assert_eq!(route("POST", p), Err(UpstreamError::NotFound("not_found")), "{p}");
         }
     }
 
@@ -202,13 +202,13 @@ mod tests {
             "/V1/agents",
             "/v1/sessions/s/other",
         ] {
-            assert_eq!(route("GET", p), Err(ApiError::NotFound("not_found")), "{p}");
+            assert_eq!(route("GET", p), Err(UpstreamError::NotFound("not_found")), "{p}");
         }
-        assert_eq!(route("POST", "/v1/agents"), Err(ApiError::MethodNotAllowed("GET")));
-        assert_eq!(route("GET", "/v1/sessions"), Err(ApiError::MethodNotAllowed("POST")));
-        assert_eq!(route("GET", "/v1/sessions/s/turns"), Err(ApiError::MethodNotAllowed("POST")));
-        assert_eq!(route("DELETE", "/v1/sessions/s/tools"), Err(ApiError::MethodNotAllowed("GET")));
-        assert_eq!(route("HEAD", "/worldtree/affect"), Err(ApiError::MethodNotAllowed("GET")));
+        assert_eq!(route("POST", "/v1/agents"), Err(UpstreamError::MethodNotAllowed("GET")));
+        assert_eq!(route("GET", "/v1/sessions"), Err(UpstreamError::MethodNotAllowed("POST")));
+        assert_eq!(route("GET", "/v1/sessions/s/turns"), Err(UpstreamError::MethodNotAllowed("POST")));
+        assert_eq!(route("DELETE", "/v1/sessions/s/tools"), Err(UpstreamError::MethodNotAllowed("GET")));
+        assert_eq!(route("HEAD", "/worldtree/affect"), Err(UpstreamError::MethodNotAllowed("GET")));
         assert_eq!(route("GET", "/v1/sessions/s/turns/t/cancel").unwrap_err().status(), 405);
     }
 

@@ -39,8 +39,13 @@ pub const MAX_TEXT_CHARS: usize = 16_384;
 
 pub use guest_http::kv::{Kv, KvError};
 
+/// A refusal as the upstream's wire contract (sections 1 and 2) answers it:
+/// `{"error": "<code>"}` at a status. Not the console's own envelope
+/// (`guest_http::ApiError`, `{"error_code", "message"}`): the simulator plays
+/// the upstream, and the console maps these to its envelopes as it would the
+/// real gateway's.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ApiError {
+pub enum UpstreamError {
     BadRequest(String),
     Unauthorized,
     ScopeDenied,
@@ -50,29 +55,29 @@ pub enum ApiError {
     Internal,
 }
 
-impl ApiError {
+impl UpstreamError {
     pub fn status(&self) -> u16 {
         match self {
-            ApiError::BadRequest(_) => 400,
-            ApiError::Unauthorized => 401,
-            ApiError::ScopeDenied => 403,
-            ApiError::NotFound(_) => 404,
-            ApiError::MethodNotAllowed(_) => 405,
-            ApiError::Conflict => 409,
-            ApiError::Internal => 500,
+            UpstreamError::BadRequest(_) => 400,
+            UpstreamError::Unauthorized => 401,
+            UpstreamError::ScopeDenied => 403,
+            UpstreamError::NotFound(_) => 404,
+            UpstreamError::MethodNotAllowed(_) => 405,
+            UpstreamError::Conflict => 409,
+            UpstreamError::Internal => 500,
         }
     }
 
     /// The JSON error body. Never contains request headers or configuration.
     pub fn body(&self) -> Value {
         match self {
-            ApiError::BadRequest(m) => json!({ "error": "bad_request", "message": m }),
-            ApiError::Unauthorized => json!({ "error": "unauthorized" }),
-            ApiError::ScopeDenied => json!({ "error": "scope_denied" }),
-            ApiError::NotFound(what) => json!({ "error": what }),
-            ApiError::MethodNotAllowed(_) => json!({ "error": "method_not_allowed" }),
-            ApiError::Conflict => json!({ "error": "turn_already_running" }),
-            ApiError::Internal => json!({ "error": "internal" }),
+            UpstreamError::BadRequest(m) => json!({ "error": "bad_request", "message": m }),
+            UpstreamError::Unauthorized => json!({ "error": "unauthorized" }),
+            UpstreamError::ScopeDenied => json!({ "error": "scope_denied" }),
+            UpstreamError::NotFound(what) => json!({ "error": what }),
+            UpstreamError::MethodNotAllowed(_) => json!({ "error": "method_not_allowed" }),
+            UpstreamError::Conflict => json!({ "error": "turn_already_running" }),
+            UpstreamError::Internal => json!({ "error": "internal" }),
         }
     }
 }
@@ -117,26 +122,26 @@ pub struct Sim<'a, K: Kv> {
     pub kv: &'a K,
 }
 
-fn internal<E: std::fmt::Display>(context: &str) -> impl FnOnce(E) -> ApiError + '_ {
+fn internal<E: std::fmt::Display>(context: &str) -> impl FnOnce(E) -> UpstreamError + '_ {
     move |e| {
         eprintln!("simulator: {context}: {e}");
-        ApiError::Internal
+        UpstreamError::Internal
     }
 }
 
-fn parse_object(body: &[u8]) -> Result<serde_json::Map<String, Value>, ApiError> {
+fn parse_object(body: &[u8]) -> Result<serde_json::Map<String, Value>, UpstreamError> {
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(o)) => Ok(o),
-        Ok(_) => Err(ApiError::BadRequest("body must be a JSON object".into())),
-        Err(_) => Err(ApiError::BadRequest("body is not valid JSON".into())),
+        Ok(_) => Err(UpstreamError::BadRequest("body must be a JSON object".into())),
+        Err(_) => Err(UpstreamError::BadRequest("body is not valid JSON".into())),
     }
 }
 
-fn required_string<'m>(o: &'m serde_json::Map<String, Value>, field: &str) -> Result<&'m str, ApiError> {
+fn required_string<'m>(o: &'m serde_json::Map<String, Value>, field: &str) -> Result<&'m str, UpstreamError> {
     match o.get(field) {
         Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(ApiError::BadRequest(format!("{field} must be a string"))),
-        None => Err(ApiError::BadRequest(format!("{field} is required"))),
+        Some(_) => Err(UpstreamError::BadRequest(format!("{field} must be a string"))),
+        None => Err(UpstreamError::BadRequest(format!("{field} is required"))),
     }
 }
 
@@ -145,7 +150,7 @@ impl<'a, K: Kv> Sim<'a, K> {
         Sim { kv }
     }
 
-    fn get_json<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, ApiError> {
+    fn get_json<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, UpstreamError> {
         match self.kv.get(key).map_err(internal("kv get"))? {
             None => Ok(None),
             Some(bytes) => match serde_json::from_slice(&bytes) {
@@ -159,23 +164,23 @@ impl<'a, K: Kv> Sim<'a, K> {
         }
     }
 
-    fn set_json<T: Serialize>(&self, key: &str, value: &T) -> Result<(), ApiError> {
+    fn set_json<T: Serialize>(&self, key: &str, value: &T) -> Result<(), UpstreamError> {
         let bytes = serde_json::to_vec(value).map_err(internal("serialize"))?;
         self.kv.set(key, &bytes).map_err(internal("kv set"))
     }
 
     /// `POST /v1/sessions`.
-    pub fn create_session(&self, body: &[u8], now_ms: u64, rng: &mut Rng) -> Result<SessionCreated, ApiError> {
+    pub fn create_session(&self, body: &[u8], now_ms: u64, rng: &mut Rng) -> Result<SessionCreated, UpstreamError> {
         let o = parse_object(body)?;
         let agent_id = required_string(&o, "agent_id")?;
         let end_user_id = required_string(&o, "end_user_id")?;
         if end_user_id.trim().is_empty() {
-            return Err(ApiError::BadRequest("end_user_id must not be empty".into()));
+            return Err(UpstreamError::BadRequest("end_user_id must not be empty".into()));
         }
         if end_user_id.chars().count() > MAX_END_USER_ID_CHARS {
-            return Err(ApiError::BadRequest("end_user_id is too long".into()));
+            return Err(UpstreamError::BadRequest("end_user_id is too long".into()));
         }
-        let agent = catalog::agent(agent_id).ok_or(ApiError::NotFound("unknown_agent"))?;
+        let agent = catalog::agent(agent_id).ok_or(UpstreamError::NotFound("unknown_agent"))?;
         // Time-ordered: 12 hex digits of the creation time in ms, then 12 random ones,
         // so sorting ids sorts sessions by age (the admin firehose favours the newest).
         let session_id = format!("s_{:012x}{}", now_ms & 0xffff_ffff_ffff, rng.hex(6));
@@ -194,19 +199,19 @@ impl<'a, K: Kv> Sim<'a, K> {
         Ok(SessionCreated { session_id, agent_id: agent.id.to_owned(), created_at })
     }
 
-    pub fn session(&self, sid: &str) -> Result<Option<SessionRecord>, ApiError> {
+    pub fn session(&self, sid: &str) -> Result<Option<SessionRecord>, UpstreamError> {
         if !valid_session_id(sid) {
             return Ok(None);
         }
         self.get_json(&session_key(sid))
     }
 
-    fn require_session(&self, sid: &str) -> Result<SessionRecord, ApiError> {
-        self.session(sid)?.ok_or(ApiError::NotFound("unknown_session"))
+    fn require_session(&self, sid: &str) -> Result<SessionRecord, UpstreamError> {
+        self.session(sid)?.ok_or(UpstreamError::NotFound("unknown_session"))
     }
 
     /// The running turn, unless there is none or it is stale.
-    pub fn running(&self, sid: &str, now_ms: u64) -> Result<Option<RunningTurn>, ApiError> {
+    pub fn running(&self, sid: &str, now_ms: u64) -> Result<Option<RunningTurn>, UpstreamError> {
         Ok(self.get_json::<RunningTurn>(&running_key(sid))?.filter(|r| {
             now_ms.saturating_sub(r.started_at_ms) < STALE_TURN_MS
                 && now_ms.saturating_sub(r.beat_at_ms.max(r.started_at_ms)) < STALE_BEAT_MS
@@ -225,17 +230,17 @@ impl<'a, K: Kv> Sim<'a, K> {
     }
 
     /// `POST /v1/sessions/{id}/turns`: admit a turn and mark it running.
-    pub fn begin_turn(&self, sid: &str, body: &[u8], now_ms: u64, rng: &mut Rng) -> Result<TurnTicket, ApiError> {
+    pub fn begin_turn(&self, sid: &str, body: &[u8], now_ms: u64, rng: &mut Rng) -> Result<TurnTicket, UpstreamError> {
         let mut session = self.require_session(sid)?;
         let o = parse_object(body)?;
         let text = required_string(&o, "text")?;
         if text.chars().count() > MAX_TEXT_CHARS {
-            return Err(ApiError::BadRequest("text is too long".into()));
+            return Err(UpstreamError::BadRequest("text is too long".into()));
         }
         if self.running(sid, now_ms)?.is_some() {
-            return Err(ApiError::Conflict);
+            return Err(UpstreamError::Conflict);
         }
-        let agent = catalog::agent(&session.agent_id).ok_or(ApiError::Internal)?;
+        let agent = catalog::agent(&session.agent_id).ok_or(UpstreamError::Internal)?;
         let turn_id = format!("t_{}", rng.hex(8));
         let flag = RunningTurn { turn_id: turn_id.clone(), started_at_ms: now_ms, beat_at_ms: now_ms };
         self.set_json(&running_key(sid), &flag)?;
@@ -282,7 +287,7 @@ impl<'a, K: Kv> Sim<'a, K> {
         }
     }
 
-    fn record_affect(&self, t: &TurnTicket, now_ms: u64, rng: &mut Rng) -> Result<(), ApiError> {
+    fn record_affect(&self, t: &TurnTicket, now_ms: u64, rng: &mut Rng) -> Result<(), UpstreamError> {
         let key = affect_key(t.agent.id);
         let mut log: AffectLog = self.get_json(&key)?.unwrap_or_default();
         let facts = TurnFacts {
@@ -298,10 +303,10 @@ impl<'a, K: Kv> Sim<'a, K> {
     }
 
     /// `POST /v1/sessions/{id}/turns/{turn_id}/cancel`.
-    pub fn cancel(&self, sid: &str, tid: &str, now_ms: u64) -> Result<(), ApiError> {
+    pub fn cancel(&self, sid: &str, tid: &str, now_ms: u64) -> Result<(), UpstreamError> {
         let session = self.require_session(sid)?;
         if !valid_turn_id(tid) {
-            return Err(ApiError::NotFound("unknown_turn"));
+            return Err(UpstreamError::NotFound("unknown_turn"));
         }
         if let Some(r) = self.running(sid, now_ms)? {
             if r.turn_id == tid {
@@ -312,23 +317,23 @@ impl<'a, K: Kv> Sim<'a, K> {
         if session.recent_turns.iter().any(|t| t == tid) {
             Ok(())
         } else {
-            Err(ApiError::NotFound("unknown_turn"))
+            Err(UpstreamError::NotFound("unknown_turn"))
         }
     }
 
     /// `GET /v1/sessions/{id}/tools`.
-    pub fn tools(&self, sid: &str) -> Result<Value, ApiError> {
+    pub fn tools(&self, sid: &str) -> Result<Value, UpstreamError> {
         let s = self.require_session(sid)?;
-        let agent = catalog::agent(&s.agent_id).ok_or(ApiError::Internal)?;
+        let agent = catalog::agent(&s.agent_id).ok_or(UpstreamError::Internal)?;
         Ok(json!({ "session_id": s.session_id, "agent_id": s.agent_id, "tools": agent.tool_inventory() }))
     }
 
     /// `GET /v1/sessions/{id}/bifrost`.
-    pub fn bifrost(&self, sid: &str, now_ms: u64) -> Result<DispatchState, ApiError> {
-        let s = self.session(sid)?.ok_or(ApiError::NotFound("not_bound"))?;
-        let agent = catalog::agent(&s.agent_id).ok_or(ApiError::Internal)?;
+    pub fn bifrost(&self, sid: &str, now_ms: u64) -> Result<DispatchState, UpstreamError> {
+        let s = self.session(sid)?.ok_or(UpstreamError::NotFound("not_bound"))?;
+        let agent = catalog::agent(&s.agent_id).ok_or(UpstreamError::Internal)?;
         if agent.bifrost_scope_denied {
-            return Err(ApiError::ScopeDenied);
+            return Err(UpstreamError::ScopeDenied);
         }
         let inflight = u64::from(self.running(sid, now_ms)?.is_some());
         Ok(DispatchState {
@@ -345,14 +350,14 @@ impl<'a, K: Kv> Sim<'a, K> {
     }
 
     /// `GET /worldtree/affect?agent_id=...`.
-    pub fn affect(&self, agent_id: Option<&str>, now_ms: u64) -> Result<Value, ApiError> {
+    pub fn affect(&self, agent_id: Option<&str>, now_ms: u64) -> Result<Value, UpstreamError> {
         let agent_id = match agent_id {
             Some(a) if !a.is_empty() => a,
-            _ => return Err(ApiError::BadRequest("agent_id is required".into())),
+            _ => return Err(UpstreamError::BadRequest("agent_id is required".into())),
         };
-        let agent = catalog::agent(agent_id).ok_or(ApiError::NotFound("unknown_agent"))?;
+        let agent = catalog::agent(agent_id).ok_or(UpstreamError::NotFound("unknown_agent"))?;
         let log: AffectLog = self.get_json(&affect_key(agent.id))?.unwrap_or_default();
-        let snap = log.visible(now_ms).ok_or(ApiError::NotFound("no_snapshot"))?;
+        let snap = log.visible(now_ms).ok_or(UpstreamError::NotFound("no_snapshot"))?;
         Ok(affect::to_wire(agent, snap))
     }
 
@@ -415,7 +420,7 @@ pub mod tests {
             );
         }
         let e = sim.create_session(br#"{"agent_id":"odin","end_user_id":"u"}"#, NOW, &mut rng).unwrap_err();
-        assert_eq!(e, ApiError::NotFound("unknown_agent"));
+        assert_eq!(e, UpstreamError::NotFound("unknown_agent"));
         assert_eq!(sim.session_ids(), vec![ok.session_id, later.session_id]);
     }
 
@@ -433,7 +438,10 @@ pub mod tests {
         assert_eq!(sim.begin_turn(&sid, br#"{"txt":"hi"}"#, NOW, &mut rng).unwrap_err().status(), 400);
         let t = sim.begin_turn(&sid, br#"{"text":"hi"}"#, NOW, &mut rng).unwrap();
         assert!(valid_turn_id(&t.turn_id));
-        assert_eq!(sim.begin_turn(&sid, br#"{"text":"again"}"#, NOW + 10, &mut rng).unwrap_err(), ApiError::Conflict);
+        assert_eq!(
+            sim.begin_turn(&sid, br#"{"text":"again"}"#, NOW + 10, &mut rng).unwrap_err(),
+            UpstreamError::Conflict
+        );
         assert_eq!(sim.bifrost(&sid, NOW + 10).unwrap().inflight_turns, 1);
         assert!(sim.bifrost(&sid, NOW).unwrap().last_dispatch.is_none());
         sim.finish_turn(&t, "ok", NOW + 2500, &mut rng);
@@ -463,7 +471,7 @@ pub mod tests {
         while now + BEAT_EVERY_MS < NOW + STALE_TURN_MS {
             now += BEAT_EVERY_MS;
             sim.beat(&long, now);
-            assert_eq!(sim.begin_turn(&sid, br#"{"text":"hi"}"#, now, &mut rng).unwrap_err(), ApiError::Conflict);
+            assert_eq!(sim.begin_turn(&sid, br#"{"text":"hi"}"#, now, &mut rng).unwrap_err(), UpstreamError::Conflict);
         }
         let t = sim.begin_turn(&sid, br#"{"text":"hi"}"#, NOW + STALE_TURN_MS, &mut rng).unwrap();
         // finishing (or beating) the old one later must not touch the new one's flag
@@ -478,7 +486,7 @@ pub mod tests {
         let _dead = sim.begin_turn(&sid, br#"{"text":"hi"}"#, NOW, &mut rng).unwrap();
         assert_eq!(
             sim.begin_turn(&sid, br#"{"text":"hi"}"#, NOW + STALE_BEAT_MS - 1, &mut rng).unwrap_err(),
-            ApiError::Conflict
+            UpstreamError::Conflict
         );
         assert_eq!(sim.bifrost(&sid, NOW + STALE_BEAT_MS - 1).unwrap().inflight_turns, 1);
         assert_eq!(sim.bifrost(&sid, NOW + STALE_BEAT_MS).unwrap().inflight_turns, 0);
@@ -496,11 +504,11 @@ pub mod tests {
         let sim = Sim::new(&kv);
         let mut rng = Rng::new(4);
         let sid = new_session(&sim, "sindra", &mut rng);
-        assert_eq!(sim.cancel(&sid, "t_0000000000000000", NOW).unwrap_err(), ApiError::NotFound("unknown_turn"));
-        assert_eq!(sim.cancel(&sid, "garbage", NOW).unwrap_err(), ApiError::NotFound("unknown_turn"));
+        assert_eq!(sim.cancel(&sid, "t_0000000000000000", NOW).unwrap_err(), UpstreamError::NotFound("unknown_turn"));
+        assert_eq!(sim.cancel(&sid, "garbage", NOW).unwrap_err(), UpstreamError::NotFound("unknown_turn"));
         assert_eq!(
             sim.cancel("s_ffffffffffffffffffffffff", "t_0000000000000000", NOW).unwrap_err(),
-            ApiError::NotFound("unknown_session")
+            UpstreamError::NotFound("unknown_session")
         );
         let t = sim.begin_turn(&sid, br#"{"text":"/slow"}"#, NOW, &mut rng).unwrap();
         assert!(!sim.cancel_requested(&sid, &t.turn_id));
@@ -551,8 +559,8 @@ pub mod tests {
         assert_eq!(b["caps"]["max_tokens"], 4096);
         assert_eq!(b["caps"]["parallel_tools"], true);
         assert_eq!(b["tools"][0].as_object().unwrap().len(), 2);
-        assert_eq!(sim.bifrost(&e, NOW).unwrap_err(), ApiError::ScopeDenied);
-        assert_eq!(sim.bifrost("s_000000000000000000000000", NOW).unwrap_err(), ApiError::NotFound("not_bound"));
+        assert_eq!(sim.bifrost(&e, NOW).unwrap_err(), UpstreamError::ScopeDenied);
+        assert_eq!(sim.bifrost("s_000000000000000000000000", NOW).unwrap_err(), UpstreamError::NotFound("not_bound"));
     }
 
     #[test]
@@ -562,8 +570,8 @@ pub mod tests {
         let mut rng = Rng::new(6);
         assert_eq!(sim.affect(None, NOW).unwrap_err().status(), 400);
         assert_eq!(sim.affect(Some(""), NOW).unwrap_err().status(), 400);
-        assert_eq!(sim.affect(Some("odin"), NOW).unwrap_err(), ApiError::NotFound("unknown_agent"));
-        assert_eq!(sim.affect(Some("sindra"), NOW).unwrap_err(), ApiError::NotFound("no_snapshot"));
+        assert_eq!(sim.affect(Some("odin"), NOW).unwrap_err(), UpstreamError::NotFound("unknown_agent"));
+        assert_eq!(sim.affect(Some("sindra"), NOW).unwrap_err(), UpstreamError::NotFound("no_snapshot"));
         let sid = new_session(&sim, "sindra", &mut rng);
         let t = sim.begin_turn(&sid, br#"{"text":"thanks!"}"#, NOW, &mut rng).unwrap();
         sim.finish_turn(&t, "ok", NOW + 2000, &mut rng);
@@ -582,7 +590,7 @@ pub mod tests {
 
     #[test]
     fn error_bodies_are_fixed() {
-        assert_eq!(ApiError::Unauthorized.body().to_string(), r#"{"error":"unauthorized"}"#);
-        assert_eq!(ApiError::Conflict.status(), 409);
+        assert_eq!(UpstreamError::Unauthorized.body().to_string(), r#"{"error":"unauthorized"}"#);
+        assert_eq!(UpstreamError::Conflict.status(), 409);
     }
 }
