@@ -265,10 +265,12 @@ fn chat_body(prompt: &str, stream: bool) -> String {
 }
 
 async fn infer(app: &TestApp, tenant: &str, gateway: &str, auth: Option<&str>, body: &str) -> reqwest::Response {
-    let mut request = client()
-        .post(app.url(&format!("/inference/{tenant}/{gateway}/v1/chat/completions")))
-        .header("content-type", "application/json")
-        .body(body.to_owned());
+    post_chat(app, &format!("/inference/{tenant}/{gateway}/v1/chat/completions"), auth, body).await
+}
+
+/// A chat request's POST to `path`, with `auth` as its `Authorization`.
+async fn post_chat(app: &TestApp, path: &str, auth: Option<&str>, body: &str) -> reqwest::Response {
+    let mut request = client().post(app.url(path)).header("content-type", "application/json").body(body.to_owned());
     if let Some(auth) = auth {
         request = request.header("authorization", auth);
     }
@@ -647,14 +649,7 @@ async fn infer_via_playground(
     auth: Option<&str>,
     body: &str,
 ) -> reqwest::Response {
-    let mut request = client()
-        .post(app.url(&format!("/admin/v1/gw/{tenant}/{gateway}/v1/chat/completions")))
-        .header("content-type", "application/json")
-        .body(body.to_owned());
-    if let Some(auth) = auth {
-        request = request.header("authorization", auth);
-    }
-    request.send().await.unwrap()
+    post_chat(app, &format!("/admin/v1/gw/{tenant}/{gateway}/v1/chat/completions"), auth, body).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

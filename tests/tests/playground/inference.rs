@@ -10,6 +10,18 @@ async fn inference_via_playground(p: &Playground, body: String) -> Answer {
     .await
 }
 
+/// The app with its inference base URL at `addr`.
+async fn with_inference_at(name: &str, addr: std::net::SocketAddr) -> Playground {
+    Playground::start_with(name, |mut o| {
+        o = o
+            .variable("inference_base_url", "http://inference.test")
+            .variable("inference_origin", "http://inference.test");
+        o.redirects.insert("inference.test:80".into(), addr);
+        o
+    })
+    .await
+}
+
 fn chat_request(text: &str) -> String {
     json!({ "model": "ratatoskr-small", "stream": true, "messages": [{ "role": "user", "content": text }] }).to_string()
 }
@@ -92,14 +104,7 @@ async fn the_inference_pass_through_relays_an_answer_that_came_before_the_body_w
         refusal.len()
     );
     let (addr, heads) = early_answerer(answer).await;
-    let p = Playground::start_with("inference-early", |mut o| {
-        o = o
-            .variable("inference_base_url", "http://inference.test")
-            .variable("inference_origin", "http://inference.test");
-        o.redirects.insert("inference.test:80".into(), addr);
-        o
-    })
-    .await;
+    let p = with_inference_at("inference-early", addr).await;
     // Larger than the sockets buffer: the upstream hangs up with most of it unread. (The
     // host's outgoing pipe, 2 MiB in wasmtime and in Spin, takes all of a chat body, so the
     // guest's own writes end before that: this pins the relay, it could not fail before.)
@@ -126,14 +131,7 @@ async fn the_inference_pass_through_never_relays_html_or_an_untyped_answer() {
         let page = "<script>alert(document.cookie)</script>";
         let answer = format!("{head}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}", page.len());
         let (addr, _) = early_answerer(answer).await;
-        let p = Playground::start_with("inference-html", |mut o| {
-            o = o
-                .variable("inference_base_url", "http://inference.test")
-                .variable("inference_origin", "http://inference.test");
-            o.redirects.insert("inference.test:80".into(), addr);
-            o
-        })
-        .await;
+        let p = with_inference_at("inference-html", addr).await;
         let r = inference_via_playground(&p, chat_request("hi")).await;
         r.assert(502, "upstream_content_type");
         assert_eq!(r.json()["status"], upstream_status, "{head}");
