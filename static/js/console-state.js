@@ -7,7 +7,7 @@ export const ADMIN_EVENTS_CAP = 200;
 // The console view's state; the Playground's is `pg` (playground.js).
 export const state = {
   agents: [], agentId: null, sessionId: null, adminConfigured: false,
-  turnId: null, turnRunning: false, turnAbort: null, turnNodes: null,
+  turnId: null, turnRunning: false, turnAbort: null, turnNodes: null, turnView: null,
   thinking: null, awaiting: null, lastAffectAt: null, padTimers: [],
   affectHist: new Map(), lastHistAt: null,
   adminES: null, adminPaused: false, adminPending: [], adminFilter: '',

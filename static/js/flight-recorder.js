@@ -35,6 +35,8 @@ export const flight = {
   session: null, // the live recording (the export document's parts)
   live: null,    // the running turn: { turn, t0, pendingStamp, lastAt, nodes, stall }
   replay: null,  // the imported document while it is shown
+  replayed: [],  // its turns as the replay recorded them again (the same as replay.turns: deterministic)
+  replayer: null, // the replay's scheduler (replay.js), stopped when the replay is left
 };
 
 export const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -80,24 +82,35 @@ export function flightAffect(snap) {
 }
 
 // ---- the running turn: recorder, stall marker --------------------------------------
+// One path for a live turn and a replayed one (replay.js): the recorder reads the
+// turn's clock, performance.now() live, the replay clock in a replay, so silences,
+// stalls and every recorded time are the recording's own at any replay speed.
 
-export function flightTurnStart(text, nodes) {
+/**
+ * A turn starts: recorded into the live session, or, replayed (`replayOf`: the
+ * recorded turn), into `flight.replayed` with the recording's stall threshold.
+ */
+export function flightTurnStart(text, nodes, replayOf = null, clock = performance) {
   flightStopStall();
-  if (!flight.session) { flight.live = null; return; }
+  const list = replayOf ? flight.replayed : flight.session && !flight.replay ? flight.session.turns : null;
+  if (!list) { flight.live = null; return; }
   const turn = {
-    index: flight.session.turns.length + 1, user_text: text, started_at: new Date().toISOString(),
+    index: replayOf ? replayOf.index : list.length + 1, user_text: text, started_at: replayOf ? replayOf.started_at : new Date().toISOString(),
     server_t0: null, first_byte_ms: null, events: [], terminal: null, stalls: [],
-    affect_at_start: state.lastHistAt ?? null, // the affect drawn when it was sent (compare.js: the change across a turn)
+    // the affect drawn when it was sent (compare.js: the change across a turn)
+    affect_at_start: replayOf ? replayOf.affect_at_start : state.lastHistAt ?? null,
   };
-  flight.session.turns.push(turn);
-  const t0 = performance.now();
-  flight.live = { turn, t0, pendingStamp: null, lastAt: t0, nodes, stall: null };
+  if (turn.affect_at_start === undefined) delete turn.affect_at_start; // an older document without it
+  list.push(turn);
+  const t0 = clock.now();
+  const stallMs = replayOf && flight.replay && Number.isFinite(flight.replay.stall_ms) ? flight.replay.stall_ms : flight.stallMs;
+  flight.live = { turn, t0, clock, stallMs, pendingStamp: null, lastAt: t0, nodes, stall: null };
   flight.live.stall = { node: null, interval: setInterval(flightStallTick, 250) };
 }
 
-const liveMs = () => roundMs(performance.now() - flight.live.t0);
+const liveMs = () => roundMs(flight.live.clock.now() - flight.live.t0);
 
-/** readSse's options for the turn stream: the first byte, and the proxy's stamps. */
+/** readSse's options for the turn stream (a replay calls them too): the first byte, and the proxy's stamps. */
 export function flightSseHooks() {
   return {
     beforeChunk: () => { if (flight.live && flight.live.turn.first_byte_ms === null) flight.live.turn.first_byte_ms = liveMs(); },
@@ -115,9 +128,9 @@ export function flightSseHooks() {
 export function flightEvent(name, data) {
   const live = flight.live;
   if (!live) return;
-  const now = performance.now();
+  const now = live.clock.now();
   const silent = now - live.lastAt;
-  if (silent >= flight.stallMs) live.turn.stalls.push({ from_ms: roundMs(live.lastAt - live.t0), to_ms: roundMs(now - live.t0) });
+  if (silent >= live.stallMs) live.turn.stalls.push({ from_ms: roundMs(live.lastAt - live.t0), to_ms: roundMs(now - live.t0) });
   live.lastAt = now;
   live.turn.events.push({ event: name, data, server_ms: live.pendingStamp, browser_ms: roundMs(now - live.t0) });
   live.pendingStamp = null;
@@ -127,8 +140,8 @@ export function flightEvent(name, data) {
 function flightStallTick() {
   const live = flight.live;
   if (!live || !live.stall) return;
-  const silent = performance.now() - live.lastAt;
-  if (silent < flight.stallMs) return;
+  const silent = live.clock.now() - live.lastAt;
+  if (silent < live.stallMs) return;
   if (!live.stall.node) {
     live.stall.node = el('div', { class: 'stall-marker', role: 'status' });
     live.nodes.node.append(live.stall.node);
@@ -149,10 +162,19 @@ export function flightTurnEnd(kind, data, nodes) {
   const live = flight.live;
   if (!live) return;
   flightStopStall();
-  flight.live = null;
   const last = live.turn.events[live.turn.events.length - 1];
   const fromStream = last !== undefined && last.event === kind;
-  live.turn.terminal = { kind, origin: fromStream ? 'stream' : 'console', data: isObject(data) ? data : {}, browser_ms: fromStream ? last.browser_ms : roundMs(performance.now() - live.t0) };
+  live.turn.terminal = { kind, origin: fromStream ? 'stream' : 'console', data: isObject(data) ? data : {}, browser_ms: fromStream ? last.browser_ms : liveMs() };
+  flight.live = null;
+  if (nodes) renderTurnFlight(live.turn, nodes.node);
+}
+
+/** A replayed turn the recording leaves unfinished (no terminal): its timeline as recorded so far. */
+export function flightTurnCut(nodes) {
+  const live = flight.live;
+  if (!live) return;
+  flightStopStall();
+  flight.live = null;
   if (nodes) renderTurnFlight(live.turn, nodes.node);
 }
 
@@ -404,7 +426,11 @@ export function checkSessionDocument(doc) {
 /** Back to the live console's empty state (no request: start a session to go live). */
 export function flightLeaveReplay() {
   if (!flight.replay) return;
+  if (flight.replayer) flight.replayer.stop();
+  flight.replayer = null;
   flight.replay = null;
+  flight.replayed = [];
+  $('replay-bar').hidden = true;
   $('replay-banner').hidden = true;
   clear($('replay-banner'));
   $('console-view').classList.remove('replay');

@@ -8,7 +8,9 @@ import { state } from './console-state.js';
 import { buildExport, detectBuffering, exportSession, flight, parseSessionDocument, turnTimeline } from './flight-recorder.js';
 import { adminEventMatches, loadBifrost, sparkline, toggleAdminPause, trendDelta } from './panes.js';
 import { cancelTurn, loadConfig, sendTurn, startSession } from './transcript.js';
-import { exportOtlp, importFile, leaveReplayToEmpty } from './replay.js';
+import {
+  exportOtlp, importFile, leaveReplayToEmpty, replayLog, replayRestart, replaySetSpeed, replayStatus, replayStep, replayToggle, replayedTurns,
+} from './replay.js';
 import { closeCompare, loadCompareFile, openCompare, refreshCompareChoices, runCompare } from './compare-view.js';
 import { compareTurns, jsonDiff, turnFacts, wordDiff } from './compare.js';
 import { otlpToSession, parseImportText, sessionToOtlp } from './otlp.js';
@@ -100,6 +102,11 @@ function wire() {
   $('replay-banner').addEventListener('click', (e) => {
     if (e.target instanceof Element && e.target.id === 'replay-close') leaveReplayToEmpty();
   });
+  // The replay bar (replay.js): play / pause / replay, step, restart, speed.
+  $('replay-play').addEventListener('click', replayToggle);
+  $('replay-step').addEventListener('click', replayStep);
+  $('replay-restart').addEventListener('click', replayRestart);
+  $('replay-speed').addEventListener('change', (e) => replaySetSpeed(e.target.value));
   // The Compare pane: two turns side by side (compare-view.js).
   $('compare-open').addEventListener('click', openCompare);
   $('compare-close').addEventListener('click', closeCompare);
@@ -128,6 +135,8 @@ window.ratatoskrConsole = Object.freeze({
   flight: Object.freeze({ detectBuffering, turnTimeline, parseSessionDocument, buildExport, get stallMs() { return flight.stallMs; }, get replaying() { return flight.replay !== null; } }),
   compare: Object.freeze({ jsonDiff, wordDiff, turnFacts, compareTurns }),
   otlp: Object.freeze({ sessionToOtlp, otlpToSession, parseImportText }),
+  // The replay: its state, each applied step's recorded time and wall times (performance.now()), the turns it recorded again.
+  replay: Object.freeze({ status: replayStatus, log: replayLog, turns: replayedTurns }),
 });
 
 wire();

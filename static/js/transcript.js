@@ -5,7 +5,9 @@ import { $, clear, el, fill, setText, up } from './dom.js';
 import { api, describeError, readResult, tryApi } from './api.js';
 import { readSse } from './sse.js';
 import { state } from './console-state.js';
-import { flight, flightEvent, flightSessionStart, flightSseHooks, flightTurnEnd, flightTurnStart } from './flight-recorder.js';
+import {
+  TURN_TERMINALS, flight, flightEvent, flightSessionStart, flightSseHooks, flightStopStall, flightTurnCut, flightTurnEnd, flightTurnStart,
+} from './flight-recorder.js';
 import {
   addToolEvent, clearPadPolls, loadAffect, loadBifrost, loadTools, openAdminEvents, schedulePadPoll, seedAffectHistory,
 } from './panes.js';
@@ -104,11 +106,12 @@ function scrollTranscript() {
   t.scrollTop = t.scrollHeight;
 }
 
-function showAwaiting(parent) {
+/** "awaiting first token · N s", counted on the turn's clock (the replay clock in a replay). */
+function showAwaiting(parent, clock) {
   hideAwaiting();
-  const started = performance.now();
+  const started = clock.now();
   const node = el('div', { class: 'awaiting', role: 'status' });
-  const tick = () => { node.textContent = 'awaiting first token · ' + ((performance.now() - started) / 1000).toFixed(1) + ' s'; };
+  const tick = () => { node.textContent = 'awaiting first token · ' + ((clock.now() - started) / 1000).toFixed(1) + ' s'; };
   tick();
   parent.append(node);
   state.awaiting = { node, interval: setInterval(tick, 250) };
@@ -121,16 +124,22 @@ export function hideAwaiting() {
   state.awaiting = null;
 }
 
-/** Reasoning indicator: clearly not engine output; one per turn. */
-function showThinkingNote() {
+/** Reasoning indicator: clearly not engine output; one per turn; its phrase moves every 1.2 s of the turn's clock. */
+function showThinkingNote(clock) {
   if (state.thinking || !state.turnNodes) return;
   hideAwaiting();
-  let i = 0;
+  const started = clock.now();
+  let shown = -1;
   const node = el('div', { class: 'thinking-note', role: 'status' });
-  const render = () => fill(node, '✦ ', up(agentName()), ' ' + THINKING_PHRASES[i % THINKING_PHRASES.length]);
+  const render = () => {
+    const i = Math.floor((clock.now() - started) / 1200);
+    if (i === shown) return;
+    shown = i;
+    fill(node, '✦ ', up(agentName()), ' ' + THINKING_PHRASES[i % THINKING_PHRASES.length]);
+  };
   render();
   state.turnNodes.node.insertBefore(node, state.turnNodes.textNode);
-  state.thinking = { node, interval: setInterval(() => { i += 1; render(); }, 1200) };
+  state.thinking = { node, interval: setInterval(render, 250) };
 }
 
 export function hideThinkingNote() {
@@ -146,39 +155,74 @@ function setTurnControls(running) {
   $('cancel').disabled = !running;
 }
 
-export async function sendTurn() {
-  const input = $('message');
-  const text = input.value;
-  if (!state.sessionId || state.turnRunning || text.trim() === '') return;
-  input.value = '';
+// ---- one turn, live or replayed -------------------------------------------------------
+// A live turn (sendTurn: its stream) and a replayed one (replay.js: the recording on
+// the replay clock) take the same path: turnBegin, then turnEvent per event, then
+// terminal() through the event or turnEndByConsole. A replayed turn makes no request
+// and leaves the composer alone.
+
+/** A turn starts being shown; its view ({ ended, replayed, clock }) is the token its events carry. */
+export function turnBegin(text, replayOf = null, clock = performance) {
   clearPadPolls();
   state.turnId = 'pending';
   appendMessage('user', text);
   const nodes = appendMessage('assistant', '');
   nodes.reasoning = null;
   state.turnNodes = nodes;
-  flightTurnStart(text, nodes);
-  showAwaiting(nodes.node);
-  setTurnControls(true);
+  const view = { ended: false, replayed: replayOf !== null, clock };
+  state.turnView = view;
+  flightTurnStart(text, nodes, replayOf, clock);
+  showAwaiting(nodes.node, clock);
+  if (!view.replayed) setTurnControls(true);
+  return view;
+}
+
+/** The one function every turn event goes through: recorded, then drawn (a terminal ends the turn). */
+export function turnEvent(view, name, data) {
+  if (view.ended || state.turnView !== view) return; // after its terminal, or a turn no longer shown
+  flightEvent(name, data);
+  if (TURN_TERMINALS.includes(name)) terminal(name, data);
+  else handleTurnEvent(name, data, view.clock);
+}
+
+/** The console ends a turn its stream did not (stopped early, network, refused, aborted). */
+export function turnEndByConsole(view, kind, data) {
+  if (view.ended || state.turnView !== view) return;
+  terminal(kind, data);
+}
+
+/** A replayed turn left without a terminal (the recording ends there, or the replay is restarted or left). */
+export function turnDrop(view, withTimeline) {
+  if (state.turnView !== view) return;
+  view.ended = true;
+  hideThinkingNote();
+  hideAwaiting();
+  if (withTimeline) flightTurnCut(state.turnNodes);
+  else { flightStopStall(); flight.live = null; }
+  state.turnNodes = null;
+  state.turnView = null;
+  state.turnId = null;
+}
+
+export async function sendTurn() {
+  const input = $('message');
+  const text = input.value;
+  if (!state.sessionId || state.turnRunning || text.trim() === '') return;
+  input.value = '';
+  const view = turnBegin(text);
   const controller = new AbortController();
   state.turnAbort = controller;
-  let terminalSeen = false;
   const onEvent = (name, raw) => {
     let data = {};
     try { data = JSON.parse(raw); } catch (_) { data = { raw }; }
     if (data === null || typeof data !== 'object') data = { value: data };
-    if (terminalSeen) return;
-    flightEvent(name, data);
-    if (['done', 'error', 'cancelled'].includes(name)) { terminalSeen = true; terminal(name, data); return; }
-    handleTurnEvent(name, data);
+    turnEvent(view, name, data);
   };
   // A stream that stops without done/error/cancelled still ends the turn, once.
   const unfinished = (bodyEnded) => {
-    if (terminalSeen) return;
-    terminalSeen = true;
-    if (bodyEnded) terminal('error', { code: 'stream_ended', message: 'the stream ended before the turn finished' });
-    else if (controller.signal.aborted) terminal('cancelled', {});
-    else terminal('error', { code: 'network_error', message: 'the connection to the server failed' });
+    if (bodyEnded) turnEndByConsole(view, 'error', { code: 'stream_ended', message: 'the stream ended before the turn finished' });
+    else if (controller.signal.aborted) turnEndByConsole(view, 'cancelled', {});
+    else turnEndByConsole(view, 'error', { code: 'network_error', message: 'the connection to the server failed' });
   };
   try {
     const response = await fetch('/api/sessions/' + encodeURIComponent(state.sessionId) + '/turns', {
@@ -186,8 +230,7 @@ export async function sendTurn() {
     });
     if (!response.ok) {
       const refused = describeError(await readResult(response));
-      terminalSeen = true;
-      terminal('error', { code: refused.code, message: 'the turn was refused (HTTP ' + refused.status + ')' });
+      turnEndByConsole(view, 'error', { code: refused.code, message: 'the turn was refused (HTTP ' + refused.status + ')' });
       return;
     }
     unfinished(await readSse(response, onEvent, { dispatchTail: true, ...flightSseHooks() }));
@@ -196,7 +239,7 @@ export async function sendTurn() {
   }
 }
 
-export function handleTurnEvent(name, data) {
+function handleTurnEvent(name, data, clock) {
   const nodes = state.turnNodes;
   if (!nodes) return;
   switch (name) {
@@ -204,7 +247,7 @@ export function handleTurnEvent(name, data) {
       if (typeof data.turn_id === 'string') state.turnId = data.turn_id;
       break;
     case 'thinking': {
-      showThinkingNote();
+      showThinkingNote(clock);
       if (!nodes.reasoning) {
         nodes.reasoningText = el('pre', { class: 'muted', text: up('') });
         nodes.reasoning = el('details', { class: 'reasoning' }, el('summary', { text: 'reasoning' }), nodes.reasoningText);
@@ -252,16 +295,20 @@ export function terminalParts(kind, data) {
 }
 
 function terminal(kind, data) {
+  const view = state.turnView;
+  if (view) view.ended = true;
   hideThinkingNote();
   hideAwaiting();
   const nodes = state.turnNodes;
   if (nodes) nodes.node.append(el('div', { class: 'status-line ' + kind, role: 'status' }, ...terminalParts(kind, data)));
   flightTurnEnd(kind, data, nodes); // the turn's timeline, under its status line
   state.turnNodes = null;
+  state.turnView = null;
   state.turnAbort = null;
   state.turnId = null;
-  setTurnControls(false);
   scrollTranscript();
+  if (view && view.replayed) return; // a replay makes no request and leaves the composer disabled
+  setTurnControls(false);
   if (kind === 'done') schedulePadPoll();
   if (state.sessionId) loadBifrost(state.sessionId);
 }
