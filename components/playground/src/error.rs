@@ -289,45 +289,12 @@ pub fn upstream_content_type(status: u16) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use guest_http::catalog::{catalog_source, codes_built_in, documented_codes, envelopes_built_outside};
     use serde_json::Value;
-    use std::collections::BTreeSet;
-
-    /// This file's text up to its tests: the catalog.
-    fn catalog_source() -> &'static str {
-        let source = include_str!("error.rs");
-        &source[..source.find("#[cfg(test)]").unwrap()]
-    }
-
-    /// The `error_code` of every `ApiError::new(status, "code", ...)` in `source`.
-    fn codes_built_in(source: &str) -> BTreeSet<&str> {
-        source
-            .match_indices("ApiError::new(")
-            .map(|(at, _)| {
-                let args = &source[at..];
-                let open = args.find('"').unwrap() + 1;
-                &args[open..open + args[open..].find('"').unwrap()]
-            })
-            .collect()
-    }
-
-    /// Every `error_code` static/openapi.yaml names: the enums of the error
-    /// schemas (inline or on the next line) and the unlisted answers' scalars.
-    fn documented_codes(yaml: &str) -> BTreeSet<&str> {
-        let mut codes = BTreeSet::new();
-        for (at, key) in yaml.match_indices("error_code:") {
-            let rest = yaml[at + key.len()..].trim_start();
-            if let Some(list) = rest.strip_prefix("{ enum: [").or_else(|| rest.strip_prefix("enum: [")) {
-                codes.extend(list[..list.find(']').unwrap()].split(',').map(str::trim));
-            } else if rest.starts_with(|c: char| c.is_ascii_lowercase()) {
-                codes.insert(rest.split_whitespace().next().unwrap());
-            }
-        }
-        codes
-    }
 
     #[test]
     fn every_code_of_the_catalog_is_in_the_openapi_document() {
-        let built = codes_built_in(catalog_source());
+        let built = codes_built_in(catalog_source(include_str!("error.rs")));
         assert!(
             built.len() > 30 && built.contains("not_found") && built.contains("upstream_content_type"),
             "{built:?}"
@@ -344,21 +311,9 @@ mod tests {
     #[test]
     fn no_envelope_is_built_outside_the_catalog() {
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files = vec![src.clone()];
-        let mut offenders = Vec::new();
-        while let Some(path) = files.pop() {
-            if path.is_dir() {
-                files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
-                continue;
-            }
-            let name = path.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-            if name == "error.rs" || name.starts_with("api_tests") || name.ends_with("_tests.rs") {
-                continue;
-            }
-            if std::fs::read_to_string(&path).unwrap().contains("ApiError::new(") {
-                offenders.push(name);
-            }
-        }
+        let offenders = envelopes_built_outside(&src, |name| {
+            name == "error.rs" || name.starts_with("api_tests") || name.ends_with("_tests.rs")
+        });
         assert!(offenders.is_empty(), "build these envelopes in error.rs: {offenders:?}");
     }
 

@@ -78,10 +78,6 @@ pub struct Check {
     need: ConsoleRole,
 }
 
-fn sign_in_required() -> ApiError {
-    ApiError::new(401, "console_sign_in_required", "this console requires a signed-in Playground session")
-}
-
 /// `None`: the console is open. Otherwise the check to make, or why the
 /// request is refused before any call (no credentials, a bad setting: a
 /// misspelt `console_access` fails closed).
@@ -104,7 +100,7 @@ pub fn check(var: impl Fn(&str) -> Option<String>, credentials: Credentials<'_>)
         }
     }
     if headers.len() == 1 {
-        return Err(sign_in_required());
+        return Err(error::console_sign_in_required());
     }
     let call = Call {
         method: Method::Get,
@@ -127,18 +123,18 @@ impl Check {
         answer: Result<u16, TransportFailure>,
         read: impl FnOnce(usize) -> Result<Vec<u8>, TransportFailure>,
     ) -> Result<(), ApiError> {
-        let unavailable =
-            || ApiError::new(503, "console_access_unavailable", "the console's session check could not be made");
         match answer {
             Ok(200) => {}
-            Ok(401) => return Err(sign_in_required()),
-            _ => return Err(unavailable()),
+            Ok(401) => return Err(error::console_sign_in_required()),
+            _ => return Err(error::console_access_unavailable()),
         }
-        let me: Value = read(MAX_ME_BODY).ok().and_then(|b| serde_json::from_slice(&b).ok()).ok_or_else(unavailable)?;
+        let me: Value = read(MAX_ME_BODY)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or_else(error::console_access_unavailable)?;
         match ConsoleRole::of(&me) {
             Some(role) if role >= self.need => Ok(()),
-            _ => Err(ApiError::new(403, "console_role_required", "this session's user lacks the console's role")
-                .with("role", self.need.as_str())),
+            _ => Err(error::console_role_required(self.need.as_str())),
         }
     }
 }

@@ -83,7 +83,7 @@ pub fn serve(req: IncomingRequest, out: ResponseOutparam, path: &str, platform: 
         Ok(Plan::History { agent_id, redactor }) => {
             match platform.store().and_then(|kv| history::read(&kv, &agent_id, &redactor)) {
                 Ok(body) => send_json(out, 200, &body, &[]),
-                Err(_) => send_error(out, &plan::history_unavailable()),
+                Err(_) => send_error(out, &error::history_unavailable()),
             }
         }
         Ok(Plan::Stream(stream)) => {

@@ -195,10 +195,7 @@ pub fn plan(
         }
         Route::CreateSession => {
             let body = json_body(head.content_type, read_body)?;
-            let agent_id = body
-                .get("agent_id")
-                .and_then(Value::as_str)
-                .ok_or_else(|| ApiError::new(400, "missing_agent_id", "agent_id (a string) is required"))?;
+            let agent_id = body.get("agent_id").and_then(Value::as_str).ok_or_else(error::missing_agent_id_field)?;
             let agent_id = routes::agent_id(agent_id)?;
             let payload = json!({ "agent_id": agent_id, "end_user_id": config.end_user_id });
             config.fetch(
@@ -259,16 +256,7 @@ fn same_site_write(head: &Head<'_>) -> Result<(), ApiError> {
     if authority.is_some() && authority == head.host.map(|h| h.trim().to_ascii_lowercase()) {
         return Ok(());
     }
-    Err(ApiError::new(
-        403,
-        "cross_origin_rejected",
-        "a write that is not JSON is accepted from the console's own origin only",
-    ))
-}
-
-/// The history store could not be read.
-pub fn history_unavailable() -> ApiError {
-    ApiError::new(503, "affect_history_unavailable", "the affect history store is unavailable")
+    Err(error::cross_origin_rejected())
 }
 
 /// A browser's JSON body: the JSON content type only (a cross-site form
@@ -281,27 +269,23 @@ pub fn json_body(
     if !content_type.is_some_and(guest_http::headers::is_json) {
         return Err(ApiError::unsupported_media_type());
     }
-    let too_large = || ApiError::new(413, "body_too_large", "the request body is larger than 64 KiB");
     let bytes = match read(MAX_REQUEST_BODY) {
-        Ok(bytes) if bytes.len() > MAX_REQUEST_BODY => return Err(too_large()),
+        Ok(bytes) if bytes.len() > MAX_REQUEST_BODY => return Err(error::body_too_large()),
         Ok(bytes) => bytes,
-        Err(TransportFailure::TooLarge) => return Err(too_large()),
-        Err(_) => return Err(ApiError::new(400, "invalid_json", "the request body was not readable")),
+        Err(TransportFailure::TooLarge) => return Err(error::body_too_large()),
+        Err(_) => return Err(error::body_unreadable()),
     };
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(map)) => Ok(map),
-        _ => Err(ApiError::new(400, "invalid_json", "the body must be a JSON object")),
+        _ => Err(error::invalid_json()),
     }
 }
 
 /// A turn's text: a string, not blank, at most [`MAX_TURN_TEXT`] characters.
 pub fn turn_text(body: &Map<String, Value>) -> Result<&str, ApiError> {
-    let text = body
-        .get("text")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::new(400, "missing_text", "text (a string) is required"))?;
+    let text = body.get("text").and_then(Value::as_str).ok_or_else(error::missing_text)?;
     if text.trim().is_empty() || text.chars().count() > MAX_TURN_TEXT {
-        return Err(ApiError::new(400, "invalid_text", "text must be 1-32768 characters"));
+        return Err(error::invalid_text());
     }
     Ok(text)
 }
@@ -344,9 +328,7 @@ impl Fetch {
                 200..=299 => Ok(Reply::json(202, "{}".to_string())),
                 status => Err(error::upstream_status(code, status)),
             },
-            Expect::Affect(_) if answer == Ok(404) => {
-                Err(ApiError::new(404, "affect_not_found", "no affect snapshot for this agent yet").with("status", 404))
-            }
+            Expect::Affect(_) if answer == Ok(404) => Err(error::affect_not_found()),
             Expect::Affect(agent_id) => {
                 let mut reply = json("affect_unavailable")?;
                 if reply.status == 200 {

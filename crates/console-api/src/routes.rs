@@ -69,7 +69,7 @@ pub fn route(method: &str, path: &str, query: &str) -> Result<Route, ApiError> {
 /// The required, validated `agent_id` query parameter.
 fn agent_param(query: &str) -> Result<String, ApiError> {
     match query_param(query, "agent_id") {
-        None => Err(ApiError::new(400, "missing_agent_id", "agent_id is required")),
+        None => Err(error::missing_agent_id()),
         Some(raw) => agent_id(&raw),
     }
 }
@@ -86,7 +86,7 @@ pub fn session_id(raw: &str) -> Result<String, ApiError> {
     if valid(raw, MAX_ID_LEN) {
         Ok(raw.to_string())
     } else {
-        Err(ApiError::new(400, "invalid_session_id", "session ids are 1-128 characters of A-Z a-z 0-9 _ -"))
+        Err(error::invalid_session_id())
     }
 }
 
@@ -94,7 +94,7 @@ pub fn turn_id(raw: &str) -> Result<String, ApiError> {
     if valid(raw, MAX_ID_LEN) {
         Ok(raw.to_string())
     } else {
-        Err(ApiError::new(400, "invalid_turn_id", "turn ids are 1-128 characters of A-Z a-z 0-9 _ -"))
+        Err(error::invalid_turn_id())
     }
 }
 
@@ -102,7 +102,7 @@ pub fn agent_id(raw: &str) -> Result<String, ApiError> {
     if valid(raw, MAX_AGENT_LEN) {
         Ok(raw.to_string())
     } else {
-        Err(ApiError::new(400, "invalid_agent_id", "agent ids are 1-64 characters of A-Z a-z 0-9 _ -"))
+        Err(error::invalid_agent_id())
     }
 }
 
@@ -112,7 +112,7 @@ pub fn last_event_id(raw: &str) -> Result<String, ApiError> {
     if !raw.is_empty() && raw.len() <= MAX_LAST_EVENT_ID_LEN && raw.bytes().all(|b| b.is_ascii_digit()) {
         Ok(raw.to_string())
     } else {
-        Err(ApiError::new(400, "invalid_last_event_id", "Last-Event-ID must be a non-negative integer"))
+        Err(error::invalid_last_event_id())
     }
 }
 

@@ -18,6 +18,8 @@
 //! Handlers built on it only match routes and call: every decision stays in
 //! the components' pure modules, which test natively.
 
+#[cfg(any(feature = "testing", test))]
+pub mod catalog;
 #[cfg(any(target_arch = "wasm32", test))]
 mod deadline;
 #[cfg(feature = "envelope")]
