@@ -16,6 +16,7 @@ use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use sse::KEEPALIVE;
 
 use crate::access::{self, Credentials};
+use crate::error;
 use crate::history;
 use crate::plan::{self, Call, Head, Plan};
 use crate::relay::RelayFlow;
