@@ -91,21 +91,33 @@ ensure_browser_test_deps() {
 }
 
 # The real spin CLI for the real-Spin lane: $SPIN_BIN, else the shared build of
-# Spin 4.0.2 (../shared/tools/spin, on developer and CI machines only), unpacked
-# once into target/spin and checked against the sha256 its README gives.
+# Spin 4.0.2 (../shared/tools/spin, on developer and CI machines only).
 # Prints the binary's path, or nothing (with the reason on stderr) when there is none.
 find_spin() {
-    if [[ -n "${SPIN_BIN:-}" ]]; then
-        if [[ -x "$SPIN_BIN" ]]; then echo "$SPIN_BIN"; else echo "SPIN_BIN=$SPIN_BIN is not an executable file" >&2; fi
+    find_tool spin SPIN_BIN
+}
+
+# The wasmtime CLI for the portable lane (`wasmtime serve`): $WASMTIME_BIN, else
+# the shared build of wasmtime-cli 48.0.8 (../shared/tools/wasmtime), as find_spin.
+find_wasmtime() {
+    find_tool wasmtime WASMTIME_BIN
+}
+
+# $<VAR> if set, else ../shared/tools/<name>/<name>-*-linux-x86_64.xz unpacked once
+# into target/<name> and checked against the sha256 its README gives.
+find_tool() {
+    local name="$1" var="$2"
+    if [[ -n "${!var:-}" ]]; then
+        if [[ -x "${!var}" ]]; then echo "${!var}"; else echo "$var=${!var} is not an executable file" >&2; fi
         return 0
     fi
-    local shared="$REPO_ROOT/../shared/tools/spin" packed
-    packed="$(ls "$shared"/spin-*-linux-x86_64.xz 2>/dev/null | head -n 1 || true)"
+    local shared="$REPO_ROOT/../shared/tools/$name" packed
+    packed="$(ls "$shared"/"$name"-*-linux-x86_64.xz 2>/dev/null | head -n 1 || true)"
     if [[ -z "$packed" ]]; then
-        echo "no spin binary: SPIN_BIN is unset and ../shared/tools/spin has none" >&2
+        echo "no $name binary: $var is unset and ../shared/tools/$name has none" >&2
         return 0
     fi
-    local bin="$REPO_ROOT/target/spin"
+    local bin="$REPO_ROOT/target/$name"
     if [[ ! -x "$bin" || "$packed" -nt "$bin" ]]; then
         command -v xz >/dev/null || apt_install xz-utils
         mkdir -p "$REPO_ROOT/target"
@@ -114,10 +126,17 @@ find_spin() {
     local want
     want="$(grep -A1 -i 'sha256 of the unpacked binary' "$shared/README.md" 2>/dev/null | tail -n 1 | tr -d '[:space:]')"
     if [[ -n "$want" && "$(sha256sum "$bin" | cut -d' ' -f1)" != "$want" ]]; then
-        echo "target/spin does not match the sha256 in $shared/README.md" >&2
+        echo "target/$name does not match the sha256 in $shared/README.md" >&2
         return 1
     fi
     echo "$bin"
+}
+
+# jco (`jco serve`, Node's WASI 0.2 shim) for the portable lane, pinned with its
+# preview2-shim by tests/runtimes/package-lock.json.
+ensure_runtime_deps() {
+    log "installing the portable lane's jco (npm ci in tests/runtimes)"
+    (cd tests/runtimes && npm ci --no-audit --no-fund --prefer-offline)
 }
 
 apt_install() {

@@ -5,7 +5,8 @@
 # playwright-core driving Debian's Chromium against the real host binary).
 # Then the real-Spin lane: where a spin binary is at hand (SPIN_BIN, or the
 # shared Spin 4.0.2 build), `spin build`, and the component and browser suites
-# again with every app under `spin up`.
+# again with every app under `spin up`; and the portable lanes, the console as
+# one wasi:http component on wasmtime serve and on jco serve.
 # rustfmt and clippy (warnings denied, native and wasm) gate it too. Last, the
 # API contract: static/openapi.yaml validated and fuzzed (scripts/fuzz-api.sh).
 # Arguments go to `cargo test`. The exit code fails if any suite or gate failed.
@@ -50,6 +51,39 @@ else
     fi
     unset RATATOSKR_TEST_RUNTIME RATATOSKR_SKIP_LOG
 fi
+
+# The portable lanes: ratatoskr_console.wasm, the console in one wasi:http
+# component, on wasmtime serve (WASMTIME_BIN, or the shared wasmtime-cli 48.0.8)
+# and on jco serve (Node's WASI 0.2 shim, pinned in tests/runtimes): the
+# console's component tests that apply, then its browser tests against the
+# mock upstream. What does not apply there is listed at the end of each lane.
+PORTABLE_TESTS=(--test portable --test debug_api --test canary --test lan)
+PORTABLE_BROWSER=(tests/browser/flight-recorder.test.js tests/browser/xss.test.js tests/browser/lifecycle.test.js tests/browser/bidi.test.js)
+portable_lane() {
+    local runtime="$1" skips="$REPO_ROOT/target/$1-lane-skips.txt"
+    rm -f "$skips"
+    export RATATOSKR_TEST_RUNTIME="$runtime" RATATOSKR_SKIP_LOG="$skips"
+    log "portable lane ($runtime): component tests"
+    cargo test "${NATIVE[@]}" --no-fail-fast "${PORTABLE_TESTS[@]}" || status=$?
+    log "portable lane ($runtime): browser tests"
+    node --test --test-concurrency=1 "${PORTABLE_BROWSER[@]}" || status=$?
+    if [[ -s "$skips" ]]; then
+        log "portable lane ($runtime): $(wc -l < "$skips") test(s) do not apply to the portable console there:"
+        sort "$skips" >&2
+    fi
+    unset RATATOSKR_TEST_RUNTIME RATATOSKR_SKIP_LOG
+}
+wasmtime_bin="$(find_wasmtime)" || status=$?
+if [[ -z "$wasmtime_bin" ]]; then
+    log "portable lane (wasmtime serve) SKIPPED: no wasmtime binary (set WASMTIME_BIN=/path/to/wasmtime to run it)"
+else
+    export WASMTIME_BIN="$wasmtime_bin"
+    log "portable lane: $("$wasmtime_bin" --version) serve"
+    portable_lane wasmtime-serve
+fi
+ensure_runtime_deps
+log "portable lane: jco $(node tests/runtimes/node_modules/@bytecodealliance/jco/dist/jco.js --version) serve"
+portable_lane jco
 
 # The API contract: static/openapi.yaml validated, and every operation fuzzed by
 # Schemathesis against the app on the simulator (its own script: it runs alone too).

@@ -225,6 +225,10 @@ const SCHEMA = JSON.parse(fs.readFileSync(path.join(h.REPO_ROOT, 'docs', 'sessio
 
 const apiRequestsAfter = (problems, t) => problems.requests.filter((r) => r.at >= t && new URL(r.url).pathname.startsWith('/api/'));
 
+// Timings these tests hold to 50-100 ms: jco's shim hands a stream's first
+// events on a few hundred ms late under load (a false stall, a shorter span).
+const JCO_LATE = "jco's shim hands a stream's first events on a few hundred ms late under load";
+
 describe('flight recorder (mock upstream)', () => {
   let mock;
   let host;
@@ -241,7 +245,8 @@ describe('flight recorder (mock upstream)', () => {
     browser = own(await h.launchBrowser());
   });
 
-  test('turn timeline: first byte, first thinking / text, each tool call, terminal, total, largest gap, deltas/s (within 50 ms)', async () => {
+  test('turn timeline: first byte, first thinking / text, each tool call, terminal, total, largest gap, deltas/s (within 50 ms)',
+    { skip: h.notOnJco(JCO_LATE) }, async () => {
     const { page, problems, context } = await h.openConsole(browser, host.url);
     try {
       assert.equal(await page.evaluate(() => window.ratatoskrConsole.flight.stallMs), 10000, 'the stall threshold defaults to 10 s');
@@ -328,7 +333,8 @@ describe('flight recorder (mock upstream)', () => {
     }
   });
 
-  test('stall marker: appears after ?stall_ms= of silence, says for how long, clears when a delta arrives', async () => {
+  test('stall marker: appears after ?stall_ms= of silence, says for how long, clears when a delta arrives',
+    { skip: h.notOnJco(JCO_LATE) }, async () => {
     const { page, problems, context } = await openAt(browser, host.url, '/?stall_ms=400');
     try {
       assert.equal(await page.evaluate(() => window.ratatoskrConsole.flight.stallMs), 400);
@@ -360,7 +366,8 @@ describe('flight recorder (mock upstream)', () => {
     }
   });
 
-  test('buffering detector: a typed warning behind a buffering proxy, never on the direct path', async () => {
+  test('buffering detector: a typed warning behind a buffering proxy, never on the direct path',
+    { skip: h.notOnJco(JCO_LATE) }, async () => {
     const runTurn = async (base) => {
       const c = await h.openConsole(browser, base);
       await h.startSession(c.page, 'spread');
@@ -699,7 +706,8 @@ describe('flight recorder (mock upstream)', () => {
     }
   });
 
-  test('affect history: seeded from /api/affect/history, it survives a page reload and spans sessions', async () => {
+  test('affect history: seeded from /api/affect/history, it survives a page reload and spans sessions',
+    { skip: h.spinAppOnly('the affect history needs a key-value store; the portable console answers its typed 503') }, async () => {
     const { page, problems, context } = await h.openConsole(browser, host.url);
     try {
       sc.affectNow.set('hist', snapshot('hist', emitted(10), 0.1));

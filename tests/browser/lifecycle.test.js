@@ -140,7 +140,8 @@ describe('lifecycle and the PAD poll (mock upstream)', () => {
     await Promise.all(['pad_never', 'pad_adv', 'pad_new1'].map(run));
   });
 
-  test('lifecycle: 20 session switches leave one EventSource in the page and one admin stream upstream', async () => {
+  test('lifecycle: 20 session switches leave one EventSource in the page and one admin stream upstream',
+    { skip: h.notOnJco("jco serve does not pass a client's disconnect on to the request's worker, so a closed stream's upstream stays open") }, async () => {
     const { page, problems, context } = await h.openConsole(browser, host.url, { allowNetworkErrors: [AFFECT_404] });
     try {
       const totalBefore = mock.admin.total;

@@ -31,6 +31,37 @@ const SPIN_BIN = process.env.RATATOSKR_TEST_RUNTIME === 'spin' ? process.env.SPI
 if (process.env.RATATOSKR_TEST_RUNTIME === 'spin' && !(SPIN_BIN && fs.existsSync(SPIN_BIN))) {
   throw new Error('RATATOSKR_TEST_RUNTIME=spin needs SPIN_BIN, the spin binary');
 }
+/**
+ * `wasmtime-serve` (with WASMTIME_BIN) and `jco` (JCO_BIN, or the pinned jco in
+ * tests/runtimes) serve the portable console (ratatoskr_console.wasm) instead:
+ * the site and /api in one component, configured by RATATOSKR_<VARIABLE>.
+ */
+const PORTABLE = ['wasmtime-serve', 'jco'].includes(process.env.RATATOSKR_TEST_RUNTIME) ? process.env.RATATOSKR_TEST_RUNTIME : null;
+const CONSOLE_WASM = path.join(REPO_ROOT, 'target', 'wasm32-wasip2', 'release', 'ratatoskr_console.wasm');
+const JCO_BIN = process.env.JCO_BIN || path.join(REPO_ROOT, 'tests', 'runtimes', 'node_modules', '@bytecodealliance', 'jco', 'dist', 'jco.js');
+
+/** `{ skip }` for a test of what jco's Node shim does otherwise (the README lists each). */
+function notOnJco(reason) {
+  return skipWhen(PORTABLE === 'jco', reason);
+}
+
+/** The portable console has no key-value store: its affect history answers the typed 503. */
+const PORTABLE_NETWORK_ERRORS = PORTABLE ? [{ path: /^\/api\/affect\/history\?/, status: 503 }] : [];
+
+/**
+ * `{ skip }` for a test that needs a part of the Spin app the portable console
+ * has not (a key-value store, the simulator, the Playground): the portable lanes
+ * skip it, and list it with the component tests' skips.
+ */
+function spinAppOnly(reason) {
+  return skipWhen(Boolean(PORTABLE), reason);
+}
+
+function skipWhen(skip, reason) {
+  if (!skip) return false;
+  if (process.env.RATATOSKR_SKIP_LOG) fs.appendFileSync(process.env.RATATOSKR_SKIP_LOG, `browser: ${reason}\n`);
+  return reason;
+}
 
 /** A port nothing listens on right now (bound, then released for the server). */
 function freePort() {
@@ -45,12 +76,30 @@ function freePort() {
 }
 
 /**
+ * A free port below Linux's ephemeral range (32768-60999): `jco serve` binds fifty
+ * request workers to ephemeral ports while it starts, one of which could take a port
+ * freePort() had just released.
+ */
+async function portBelowEphemeral() {
+  const net = require('node:net');
+  for (;;) {
+    const port = 20000 + crypto.randomInt(12000);
+    const free = await new Promise((resolve) => {
+      const server = net.createServer();
+      server.once('error', () => resolve(false));
+      server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+}
+
+/**
  * Starts the app (`ratatoskr-host up`, or `spin up` in the real-Spin lane) with an
  * in-memory key-value store, a database file of its own and the given variables;
  * resolves once it prints "Serving http://ADDR".
  */
 async function startHost({ variables = {} } = {}) {
-  if (!SPIN_BIN && !fs.existsSync(HOST_BIN)) {
+  if (!SPIN_BIN && !PORTABLE && !fs.existsSync(HOST_BIN)) {
     throw new Error(`${HOST_BIN} is missing: build it with \`cargo build --profile host -p ratatoskr-host\` (scripts/test.sh does)`);
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ratatoskr-browser-'));
@@ -61,7 +110,23 @@ async function startHost({ variables = {} } = {}) {
   // Only what the test passes: no SPIN_VARIABLE_* from the caller's shell.
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SPIN_VARIABLE_')));
   let bin; let args; let cwd;
-  if (SPIN_BIN) {
+  if (PORTABLE) {
+    // The console's variables as a user sets them on any runtime; it reads only its own.
+    for (const [name, value] of Object.entries(variables)) env['RATATOSKR_' + name.toUpperCase()] = value;
+    const names = Object.keys(variables).map((name) => 'RATATOSKR_' + name.toUpperCase());
+    const port = String(await portBelowEphemeral());
+    if (PORTABLE === 'jco') {
+      bin = process.execPath;
+      // The default pool of 50 request workers: jco serve keeps a worker for each event
+      // stream whose client left (the console's session switches) until its upstream ends it.
+      args = [JCO_BIN, 'serve', '--isolate-requests', '--host', '127.0.0.1', '--port', port,
+        '--jco-dir', path.join(dir, 'jco'), CONSOLE_WASM];
+    } else {
+      bin = process.env.WASMTIME_BIN;
+      args = ['serve', '-Scli', '--addr', `127.0.0.1:${port}`, ...names.flatMap((name) => ['--env', name]), CONSOLE_WASM];
+    }
+    cwd = dir;
+  } else if (SPIN_BIN) {
     // Spin takes variables from SPIN_VARIABLE_* only, and a port to listen on.
     bin = SPIN_BIN;
     args = ['up', '--from', path.join(REPO_ROOT, 'spin.toml'), '--listen', `127.0.0.1:${await freePort()}`,
@@ -74,7 +139,8 @@ async function startHost({ variables = {} } = {}) {
     for (const [name, value] of Object.entries(variables)) args.push('--variable', `${name}=${value}`);
     cwd = REPO_ROOT;
   }
-  const proc = spawn(bin, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Its own process group: `jco serve` runs its server in a second process, stopped with it.
+  const proc = spawn(bin, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: Boolean(PORTABLE) });
   const log = [];
   let exited = null;
   const url = await new Promise((resolve, reject) => {
@@ -87,8 +153,9 @@ async function startHost({ variables = {} } = {}) {
       for (const line of lines) {
         log.push(line);
         if (log.length > 2000) log.shift();
-        const m = /Serving (http:\/\/\S+)/.exec(line);
-        if (m) { clearTimeout(timer); resolve(m[1]); }
+        // Spin and the host; wasmtime serve; jco serve.
+        const m = /Serving (?:HTTP on )?(http:\/\/[^\s/]+)/.exec(line) || /Server listening @ (\S+?)\.\.\./.exec(line);
+        if (m) { clearTimeout(timer); resolve(m[1].startsWith('http') ? m[1] : 'http://' + m[1]); }
       }
     };
     proc.stderr.on('data', onData);
@@ -107,8 +174,9 @@ async function startHost({ variables = {} } = {}) {
     async stop() {
       if (exited) return;
       const gone = new Promise((resolve) => proc.once('exit', resolve));
-      proc.kill('SIGINT');
-      const t = setTimeout(() => { if (!exited) proc.kill('SIGKILL'); }, 3000);
+      const signal = (sig) => { try { if (PORTABLE) process.kill(-proc.pid, sig); else proc.kill(sig); } catch (_) { /* gone */ } };
+      signal('SIGINT');
+      const t = setTimeout(() => { if (!exited) signal('SIGKILL'); }, 3000);
       await gone;
       clearTimeout(t);
       fs.rmSync(dir, { recursive: true, force: true });
@@ -204,7 +272,7 @@ async function openConsole(browser, baseUrl, { viewport = { width: 1280, height:
       const status = Number(RegExp.$1);
       const u = where.url ? new URL(where.url) : null;
       const target = u ? u.pathname + u.search : '';
-      if (allowNetworkErrors.some((a) => a.status === status && a.path.test(target))) return;
+      if (allowNetworkErrors.concat(PORTABLE_NETWORK_ERRORS).some((a) => a.status === status && a.path.test(target))) return;
     }
     problems.consoleErrors.push(text + (where.url ? ` (${where.url}:${where.lineNumber})` : ''));
   });
@@ -319,6 +387,6 @@ async function horizontalOverflow(page) {
 function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
 
 module.exports = {
-  SPIN_BIN, REPO_ROOT, ARTIFACTS, INDEX_HTML, MODULES_DIR, CONSOLE_MODULES, randomKey, startHost, launchBrowser, suiteSetup, openConsole, record,
+  SPIN_BIN, PORTABLE, spinAppOnly, notOnJco, REPO_ROOT, ARTIFACTS, INDEX_HTML, MODULES_DIR, CONSOLE_MODULES, randomKey, startHost, launchBrowser, suiteSetup, openConsole, record,
   assertClean, screenshot, waitFor, horizontalOverflow, startSession, sendWithEnter, waitForTerminal, waitForPanesAfterTurn, sleep,
 };
