@@ -141,15 +141,28 @@ export function schedulePadPoll() {
 
 // ---- durable affect history (GET /api/affect/history) -------------------------------
 
+/** The pane's heading names a server that keeps no history (`unavailable`: its answer), else says nothing. */
+function showHistoryNote(unavailable) {
+  let note = document.getElementById('affect-history-note');
+  if (!unavailable) { if (note) note.remove(); return; }
+  if (!note) {
+    note = el('span', { id: 'affect-history-note', class: 'state-note muted' });
+    document.querySelector('#affect-pane h2').append(note);
+  }
+  fill(note, ' · history not kept by this server: ', ...describeError(unavailable).parts);
+}
+
 /**
  * Seeds the drawn history from the server's log (oldest first, newest last), so it
  * survives a reload and spans sessions. A failure or an absent route leaves the
- * client-side history as it is.
+ * client-side history as it is; a server without a store (its typed 503
+ * affect_history_unavailable) is named in the pane.
  */
 export async function seedAffectHistory(agentId) {
   let result;
   try { result = await api('/api/affect/history?agent_id=' + encodeURIComponent(agentId)); } catch (_) { return; }
   if (agentId !== state.agentId || flight.replay) return;
+  showHistoryNote(result.status === 503 && describeError(result).envelopeCode === 'affect_history_unavailable' ? result : null);
   const snaps = result.ok && isObject(result.body) && Array.isArray(result.body.snapshots) ? result.body.snapshots.filter(isObject) : [];
   if (!snaps.length) return;
   state.affectHist.clear();

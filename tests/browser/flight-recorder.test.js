@@ -753,4 +753,19 @@ describe('flight recorder (mock upstream)', () => {
       await context.close();
     }
   });
+
+  test('affect history on a server without a store: the heading of the pane names its typed 503, the live snapshot is drawn',
+    { skip: !h.PORTABLE && 'the Spin app keeps the history; only the portable console has no store' }, async () => {
+    const { page, problems, context } = await openAt(browser, host.url, '/');
+    try {
+      sc.affectNow.set('hist', snapshot('hist', emitted(20), 0.1));
+      await h.startSession(page, 'hist');
+      await h.waitFor(page, (e) => document.querySelector('#affect > div') && document.querySelector('#affect > div').textContent.endsWith(e), emitted(20), { what: 'the live snapshot' });
+      const heading = await page.textContent('#affect-pane h2');
+      assert.equal(heading, 'Persona / affect · history not kept by this server: affect_history_unavailable (HTTP 503)');
+      await h.assertClean(assert, page, problems);
+    } finally {
+      await context.close();
+    }
+  });
 });
