@@ -14,6 +14,12 @@
 //! (e.g. one whose debug_api.wasm is built at an older commit), the two and
 //! the direct read alternating in every round, with the ratio new / baseline.
 //!
+//! `-- runtimes [rounds]`: only (2), through every runtime at hand in one run:
+//! the Spin app on the repo's host and (with `SPIN_BIN`) under Spin, and the
+//! portable console on wasmtime serve (`WASMTIME_BIN`) and on jco serve (the
+//! pinned jco in tests/runtimes), all and the direct read alternating in every
+//! round, with each one's ratio to the host and to the direct read.
+//!
 //! Each latency run also reports the hypervisor's steal during it: on a shared
 //! VM that, not the proxy, is what moves a p99 by milliseconds.
 //!
@@ -92,8 +98,10 @@ async fn upstream(script: Arc<Mutex<Script>>) -> MockUpstream {
     .await
 }
 
-/// Reads `n` events from `url`, calling `on_event(id, received_at)`.
-async fn read_events(url: &str, n: u64, admin: bool, mut on_event: impl FnMut(u64, Instant)) {
+/// Reads `n` events from `url`, calling `on_event(id, received_at)`; with
+/// `to_end`, then the rest of the body until the server ends it (jco serve
+/// keeps a stream's worker while its client is gone: see README).
+async fn read_events(url: &str, n: u64, admin: bool, to_end: bool, mut on_event: impl FnMut(u64, Instant)) {
     let mut request = bench_client().get(url);
     if admin {
         request = request.header("authorization", format!("Bearer {ADMIN_KEY}"));
@@ -119,6 +127,10 @@ async fn read_events(url: &str, n: u64, admin: bool, mut on_event: impl FnMut(u6
         }
     }
     assert_eq!(seen, n, "{url}: stream ended early");
+    if to_end {
+        let rest = async { while body.next().await.is_some() {} };
+        let _ = tokio::time::timeout(Duration::from_secs(5), rest).await;
+    }
 }
 
 fn percentile(sorted: &[Duration], p: usize) -> Duration {
@@ -154,7 +166,7 @@ async fn latency(url: &str, admin: bool, script: &Arc<Mutex<Script>>, n: u64) ->
     let sent = Arc::new(Mutex::new(vec![None; n as usize]));
     *script.lock().unwrap() = Script::Paced { n, per_sec: 1000, sent: sent.clone() };
     let mut latencies = Vec::with_capacity(n as usize);
-    read_events(url, n, admin, |id, at| {
+    read_events(url, n, admin, false, |id, at| {
         let sent_at = sent.lock().unwrap()[id as usize].expect("received before sent");
         latencies.push(at - sent_at);
     })
@@ -168,22 +180,80 @@ fn p50_p99(mut samples: Vec<Duration>) -> (Duration, Duration) {
 }
 
 async fn throughput(url: &str, admin: bool, script: &Arc<Mutex<Script>>, n: u64) -> f64 {
+    throughput_then(url, admin, script, n, false).await
+}
+
+/// [`throughput`], then the body read to its end when `to_end` (untimed).
+async fn throughput_then(url: &str, admin: bool, script: &Arc<Mutex<Script>>, n: u64, to_end: bool) -> f64 {
     *script.lock().unwrap() = Script::Flood { n };
     let started = Instant::now();
-    read_events(url, n, admin, |_, _| {}).await;
-    n as f64 / started.elapsed().as_secs_f64()
+    let mut last = started;
+    read_events(url, n, admin, to_end, |_, at| last = at).await;
+    n as f64 / (last - started).as_secs_f64()
+}
+
+fn app_options(manifest: std::path::PathBuf, mock: &MockUpstream) -> TestAppOptions {
+    TestAppOptions::new(manifest)
+        .variable("upstream_url", "http://upstream.test")
+        .variable("upstream_origin", "http://upstream.test")
+        .variable("admin_key", ADMIN_KEY)
+        .redirect("upstream.test:80", mock)
 }
 
 async fn start_app(manifest: std::path::PathBuf, mock: &MockUpstream) -> TestApp {
-    TestApp::start(
-        TestAppOptions::new(manifest)
-            .variable("upstream_url", "http://upstream.test")
-            .variable("upstream_origin", "http://upstream.test")
-            .variable("admin_key", ADMIN_KEY)
-            .redirect("upstream.test:80", mock),
-    )
-    .await
-    .unwrap()
+    TestApp::start(app_options(manifest, mock)).await.unwrap()
+}
+
+/// One stream's throughput through every runtime at hand, alternating with
+/// the direct read in every round (the order of the runtimes rotates).
+async fn runtimes(rounds: usize, direct: &str, script: &Arc<Mutex<Script>>, mock: &MockUpstream) {
+    let manifest = || repo_root().join("spin.toml");
+    let mut at_hand = vec![("host (Spin app)", Runtime::Host)];
+    at_hand.extend(spin_bin().map(|bin| ("spin 4.0.2 (Spin app)", Runtime::Spin(bin))));
+    at_hand.extend(portable::wasmtime_bin().map(|bin| ("wasmtime serve (portable)", Runtime::WasmtimeServe(bin))));
+    at_hand.extend(portable::jco_bin().map(|bin| ("jco serve (portable)", Runtime::Jco(bin))));
+    let mut apps = Vec::new();
+    for (name, runtime) in at_hand {
+        let app = TestApp::start_on(&runtime, app_options(manifest(), mock)).await.unwrap();
+        let url = app.url("/api/admin/events?session_id=s_bench");
+        throughput_then(&url, false, script, 200, true).await;
+        apps.push((name, app, url, Vec::new()));
+    }
+    let flood = 100_000;
+    println!("### Sustained throughput of one admin stream on every runtime ({flood} events per reading)\n");
+    let names: Vec<&str> = apps.iter().map(|(name, ..)| *name).collect();
+    println!(
+        "| round | direct events/s | {} |\n|---|---|{}",
+        names.join(" events/s | ") + " events/s",
+        "---|".repeat(names.len())
+    );
+    let mut direct_rates = Vec::new();
+    for round in 0..rounds {
+        let direct_rate = throughput(direct, true, script, flood).await;
+        direct_rates.push(direct_rate);
+        let len = apps.len();
+        for i in 0..len {
+            let (_, _, url, rates) = &mut apps[(i + round) % len];
+            let rate = throughput_then(url, false, script, flood, true).await;
+            rates.push(rate);
+        }
+        let cells: Vec<String> = apps.iter().map(|(.., rates)| format!("{:.0}", rates[round])).collect();
+        println!("| {} | {direct_rate:.0} | {} |", round + 1, cells.join(" | "));
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!();
+    let host = apps[0].3.clone();
+    for (name, _, _, rates) in &apps {
+        let to_host = median(rates.iter().zip(&host).map(|(r, h)| r / h).collect());
+        let to_direct = median(rates.iter().zip(&direct_rates).map(|(r, d)| r / d).collect());
+        println!(
+            "- {name}: median {:.0} events/s; {to_host:.3} of the host's, {to_direct:.3} of the direct read (medians of the per-round ratios)",
+            median(rates.clone())
+        );
+    }
 }
 
 /// Throughput of this app against a baseline copy, alternating in each round.
@@ -250,6 +320,10 @@ async fn main() {
     if let (Some("versus"), Some(baseline)) = (args.get(1).map(String::as_str), args.get(2)) {
         let rounds = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(7);
         return versus(baseline, rounds, &direct, &proxied, &script, &mock).await;
+    }
+    if args.get(1).map(String::as_str) == Some("runtimes") {
+        let rounds = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(5);
+        return runtimes(rounds, &direct, &script, &mock).await;
     }
     if args.get(1).map(String::as_str) == Some("profile") {
         let n = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(1_000_000);

@@ -9,6 +9,11 @@
 //! every ratio compares numbers measured side by side. The static scenarios
 //! serve a generated 32 KB index.html, precompressed as the build does.
 //!
+//! The portable console joins the proxied-GET scenarios on wasmtime serve
+//! (`WASMTIME_BIN`) and on jco serve (the pinned jco in tests/runtimes) when
+//! they are at hand; jco serve starts a worker per request, so it sends a
+//! twentieth of the requests of the others in each round.
+//!
 //! With `wrk` on PATH and a spin binary, it then measures the runtime floor the
 //! way the runtime-floor figures in BENCHMARKS.md were taken: `wrk -t1 -c2` on the trivial
 //! component, host and Spin alternating for WRK_ROUNDS rounds.
@@ -33,6 +38,8 @@ struct Scenario {
     sender: SendRequest<Empty<Bytes>>,
     latencies: Vec<Duration>,
     busy: Duration,
+    /// Sends 1/share of each round's and the warm-up's requests.
+    share: usize,
 }
 
 impl Scenario {
@@ -56,7 +63,13 @@ impl Scenario {
             sender,
             latencies: Vec::new(),
             busy: Duration::ZERO,
+            share: 1,
         }
+    }
+
+    fn share(mut self, share: usize) -> Self {
+        self.share = share;
+        self
     }
 
     async fn once(&mut self) -> Duration {
@@ -189,8 +202,23 @@ async fn main() {
         )
         .await,
     );
+    // The portable console's tools GET on the other WASI runtimes at hand.
+    let mut portable = Vec::new();
+    for (runtime, bin, share) in [
+        ("wasmtime serve", portable::wasmtime_bin().map(Runtime::WasmtimeServe), 1),
+        ("jco serve", portable::jco_bin().map(Runtime::Jco), 20),
+    ] {
+        let Some(runtime_bin) = bin else {
+            eprintln!("{runtime} is not at hand: not measured (WASMTIME_BIN; npm ci in tests/runtimes)");
+            continue;
+        };
+        let app = TestApp::start_on(&runtime_bin, options()).await.unwrap();
+        let name = format!("{runtime}: portable console GET /api/sessions/s_1/tools");
+        all.push(Scenario::new(name, app.addr, "/api/sessions/s_1/tools", vec![], 200).await.share(share));
+        portable.push(app);
+    }
     for s in &mut all {
-        for _ in 0..200 {
+        for _ in 0..200 / s.share {
             s.once().await;
         }
     }
@@ -198,7 +226,8 @@ async fn main() {
         // Rotate who goes first, so no scenario always follows the same neighbour.
         let len = all.len();
         for i in 0..len {
-            all[(i + round) % len].batch(n / ROUNDS).await;
+            let share = all[(i + round) % len].share;
+            all[(i + round) % len].batch(n / ROUNDS / share).await;
         }
     }
 
@@ -231,7 +260,7 @@ async fn main() {
     };
     report("host", &all[1..6]);
     let added = |s: &Scenario| s.p(0.5).saturating_sub(direct.p(0.5));
-    let unpooled_tools = all.last().expect("pushed above");
+    let unpooled_tools = all.iter().find(|s| s.name.starts_with("host, pooling off")).expect("pushed above");
     println!(
         "- host: the console's tools GET adds p50 {} ms with pooling off; pooled / unpooled added p50 = {:.2}",
         ms(added(unpooled_tools)),
@@ -246,6 +275,16 @@ async fn main() {
                 all[1 + i].per_sec() / all[6 + i].per_sec()
             );
         }
+    }
+    // The same route, the console's tools GET, on every runtime measured.
+    for s in all.iter().filter(|s| s.name.contains("/api/sessions/s_1/tools") && !s.name.starts_with("host:")) {
+        println!(
+            "- {}: adds p50 {} ms over the direct upstream hit; p50 {:.2}x the host's, rate {:.2} of the host's",
+            s.name,
+            ms(added(s)),
+            s.p(0.5).as_secs_f64() / all[3].p(0.5).as_secs_f64(),
+            s.per_sec() / all[3].per_sec()
+        );
     }
     if let Some(spin) = &spin {
         wrk_floor(&host, spin);
