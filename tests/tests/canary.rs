@@ -409,6 +409,9 @@ async fn inv_admin_key_connect_failure() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn inv_admin_key_connection_dropped_mid_body() {
+    if not_on_jco(JCO_DROPPED_BODY) {
+        return;
+    }
     let keys = Keys::random();
     let partial = format!(
         "id: 1\nevent: turn.started\ndata: {{\"session_id\":\"s_1\",\"k\":\"{} {}\"}}\n\nevent: text\ndata: {}",

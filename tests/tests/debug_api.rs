@@ -358,7 +358,7 @@ async fn admin_events_post_003_upstream_refusal_is_one_stream_error_with_its_sta
 
 #[tokio::test(flavor = "multi_thread")]
 async fn admin_events_post_003_mid_stream_drop_is_one_stream_error() {
-    if not_on_jco("an upstream dropped mid-body fails jco serve's request worker (its own bare 502)") {
+    if not_on_jco(JCO_DROPPED_BODY) {
         return;
     }
     let (mock, mut senders) = sse_mock(200).await;
@@ -1201,7 +1201,7 @@ async fn upstream_stalling_mid_body_is_504() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_drop_mid_body_is_502_and_malformed_json_is_502() {
-    if not_on_jco("an upstream dropped mid-body fails jco serve's request worker (its own bare 502)") {
+    if not_on_jco(JCO_DROPPED_BODY) {
         return;
     }
     let addr = dropping_server("application/json", r#"{"session_id":"s_1","to"#.into()).await;
