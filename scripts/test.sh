@@ -60,11 +60,14 @@ fi
 PORTABLE_TESTS=(--test portable --test debug_api --test canary --test lan)
 PORTABLE_BROWSER=(tests/browser/flight-recorder.test.js tests/browser/xss.test.js tests/browser/lifecycle.test.js tests/browser/bidi.test.js)
 portable_lane() {
-    local runtime="$1" skips="$REPO_ROOT/target/$1-lane-skips.txt"
+    local runtime="$1" skips="$REPO_ROOT/target/$1-lane-skips.txt" threads=()
+    # jco serve applies the tests' 300 ms upstream timeouts as idle timeouts:
+    # one test at a time, so that no other test's start starves a stream that long.
+    [[ "$runtime" == jco ]] && threads=(-- --test-threads=1)
     rm -f "$skips"
     export RATATOSKR_TEST_RUNTIME="$runtime" RATATOSKR_SKIP_LOG="$skips"
     log "portable lane ($runtime): component tests"
-    cargo test "${NATIVE[@]}" --no-fail-fast "${PORTABLE_TESTS[@]}" || status=$?
+    cargo test "${NATIVE[@]}" --no-fail-fast "${PORTABLE_TESTS[@]}" "${threads[@]}" || status=$?
     log "portable lane ($runtime): browser tests"
     node --test --test-concurrency=1 "${PORTABLE_BROWSER[@]}" || status=$?
     if [[ -s "$skips" ]]; then
