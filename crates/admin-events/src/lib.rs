@@ -87,9 +87,9 @@ fn parse_event_id(raw: &str) -> Option<u64> {
 
 /// `_admin_event_matches_web`: which admin events reach the browser.
 ///
-/// - POST-001: `system.heartbeat` -> false (keepalive noise).
-/// - POST-002: any other `system.*` -> true (stream-integrity signals).
-/// - POST-003: otherwise true iff `session_id` is `Some` and
+/// - `filter_post_001`: `system.heartbeat` -> false (keepalive noise).
+/// - `filter_post_002`: any other `system.*` -> true (stream-integrity signals).
+/// - `filter_post_003`: otherwise true iff `session_id` is `Some` and
 ///   `data["session_id"]` is a JSON string equal to it; a non-string
 ///   `session_id` in data never matches. `Some("")` is compared like any
 ///   other value (as the Python `is not None` check does); mapping an empty
