@@ -17,7 +17,7 @@ if [[ -z "${SPIN_VARIABLE_ADMIN_KEY:-}" ]]; then
     export SPIN_VARIABLE_ADMIN_KEY
 fi
 
-# The Playground's demo world (README), so every role can be tried at once.
+# The Playground's demo world (docs/playground.md), so every role can be tried at once.
 export SPIN_VARIABLE_SEED_DEMO_DATA="${SPIN_VARIABLE_SEED_DEMO_DATA:-true}"
 
 # Without a demo_password of yours, the demo users get a random password that

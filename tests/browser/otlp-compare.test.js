@@ -1,5 +1,5 @@
 'use strict';
-// Compare, OTLP export and OTLP import (docs/otlp.md, README "Compare turns") in a
+// Compare, OTLP export and OTLP import (docs/otlp.md, docs/console.md "Compare turns") in a
 // real browser: two scripted turns with known differences compared field by field,
 // the OTLP/JSON export (through the UI's download) parsed by the official
 // OpenTelemetry protobuf classes, content only when ticked, the key canary over it;

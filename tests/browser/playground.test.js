@@ -308,7 +308,7 @@ describe('playground view', () => {
       assert.deepEqual(names.slice(0, 3), ['auth', 'route', 'model.request']);
       const timings = await page.$$eval('#pg-trace-out .pg-step .muted', (n) => n.map((x) => x.textContent));
       assert.ok(timings.every((t) => /^\+\d+ ms · \d+ ms$/.test(t)), timings.join('|'));
-      // docs/playground.png (the README's picture) is rewritten only on request.
+      // docs/playground.png (docs/playground.md's picture) is rewritten only on request.
       const picture = path.join(h.REPO_ROOT, 'docs', 'playground.png');
       if (process.env.UPDATE_DOCS_SCREENSHOT === '1' || !fs.existsSync(picture)) await page.screenshot({ path: picture });
       await assertNoTokenLeak(page, consoleAll);

@@ -62,8 +62,8 @@ pub fn spin_app_only(reason: &str) -> bool {
 }
 
 /// True (after saying why) on `jco serve`, for a test of what its Node shim
-/// does not do as the other runtimes do (the README's "Other WASI runtimes"
-/// lists each): the jco lane then skips it.
+/// does not do as the other runtimes do (docs/runtimes.md, "Other WASI
+/// runtimes", lists each): the jco lane then skips it.
 pub fn not_on_jco(reason: &str) -> bool {
     skip_unless(!matches!(Runtime::selected(), Runtime::Jco(_)), reason)
 }

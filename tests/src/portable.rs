@@ -87,7 +87,7 @@ impl Drop for Served {
 }
 
 /// The command that serves `wasm` on `addr`, and the line it prints once it does.
-/// The variables are inherited by name, as the README's commands pass keys
+/// The variables are inherited by name, as the commands of docs/runtimes.md pass keys
 /// (never on a command line).
 fn command(runtime: &Runtime, wasm: &Path, addr: SocketAddr, scratch: &Path) -> Result<(Command, String)> {
     Ok(match runtime {

@@ -1,6 +1,6 @@
 //! Lazy set-up on a request: migrations, the bootstrap platform admin
 //! (variables `bootstrap_admin_email` + `bootstrap_admin_password`) and, with
-//! `seed_demo_data`, the demo world (README "Demo world"). One cheap query
+//! `seed_demo_data`, the demo world (docs/playground.md, "Demo world"). One cheap query
 //! per request reads the schema version and the markers; everything after it
 //! is idempotent (`INSERT OR IGNORE` on natural keys, deterministic ids), so
 //! two requests racing through it leave the same state.

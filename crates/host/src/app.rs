@@ -113,7 +113,7 @@ fn engine() -> Result<Engine> {
         .table_keep_resident(env_bytes("SPIN_WASMTIME_TABLE_KEEP_RESIDENT", 512 << 10)?);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     // `RATATOSKR_WASM_PROFILE=perfmap` names JIT code for `perf record`
-    // (BENCHMARKS.md's profiles); off by default, it costs nothing then.
+    // (the profiles in docs/benchmarks/runs.md); off by default, it costs nothing then.
     if std::env::var("RATATOSKR_WASM_PROFILE").as_deref() == Ok("perfmap") {
         config.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }

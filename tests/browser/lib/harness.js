@@ -40,7 +40,7 @@ const PORTABLE = ['wasmtime-serve', 'jco'].includes(process.env.RATATOSKR_TEST_R
 const CONSOLE_WASM = path.join(REPO_ROOT, 'target', 'wasm32-wasip2', 'release', 'ratatoskr_console.wasm');
 const JCO_BIN = process.env.JCO_BIN || path.join(REPO_ROOT, 'tests', 'runtimes', 'node_modules', '@bytecodealliance', 'jco', 'dist', 'jco.js');
 
-/** `{ skip }` for a test of what jco's Node shim does otherwise (the README lists each). */
+/** `{ skip }` for a test of what jco's Node shim does otherwise (docs/runtimes.md lists each). */
 function notOnJco(reason) {
   return skipWhen(PORTABLE === 'jco', reason);
 }

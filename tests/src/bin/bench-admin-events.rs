@@ -100,7 +100,7 @@ async fn upstream(script: Arc<Mutex<Script>>) -> MockUpstream {
 
 /// Reads `n` events from `url`, calling `on_event(id, received_at)`; with
 /// `to_end`, then the rest of the body until the server ends it (jco serve
-/// keeps a stream's worker while its client is gone: see README).
+/// keeps a stream's worker while its client is gone: see docs/runtimes.md).
 async fn read_events(url: &str, n: u64, admin: bool, to_end: bool, mut on_event: impl FnMut(u64, Instant)) {
     let mut request = bench_client().get(url);
     if admin {

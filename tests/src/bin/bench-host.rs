@@ -15,7 +15,7 @@
 //! twentieth of the requests of the others in each round.
 //!
 //! With `wrk` on PATH and a spin binary, it then measures the runtime floor the
-//! way the runtime-floor figures in BENCHMARKS.md were taken: `wrk -t1 -c2` on the trivial
+//! way the runtime-floor figures in docs/benchmarks/runs.md were taken: `wrk -t1 -c2` on the trivial
 //! component, host and Spin alternating for WRK_ROUNDS rounds.
 
 use std::net::SocketAddr;
