@@ -139,6 +139,13 @@ ensure_runtime_deps() {
     (cd tests/runtimes && npm ci --no-audit --no-fund --prefer-offline)
 }
 
+# The Turso CLI (tursodb --sync-server, pinned by tests/libsql/package-lock.json):
+# the libSQL server of the real-Spin lane's libSQL check (docs/libsql.md).
+ensure_libsql_deps() {
+    log "installing the libSQL check's turso CLI (npm ci in tests/libsql)"
+    (cd tests/libsql && npm ci --no-audit --no-fund --prefer-offline)
+}
+
 apt_install() {
     local sudo=()
     [[ $EUID -ne 0 ]] && sudo=(sudo)

@@ -5,7 +5,8 @@
 # playwright-core driving Debian's Chromium against the real host binary).
 # Then the real-Spin lane: where a spin binary is at hand (SPIN_BIN, or the
 # shared Spin 4.0.2 build), `spin build`, and the component and browser suites
-# again with every app under `spin up`; and the portable lanes, the console as
+# again with every app under `spin up`, and the libSQL check (two instances on
+# one libSQL server, tests/libsql); and the portable lanes, the console as
 # one wasi:http component on wasmtime serve and on jco serve.
 # rustfmt and clippy (warnings denied, native and wasm) gate it too. Last, the
 # API contract: static/openapi.yaml validated and fuzzed (scripts/fuzz-api.sh).
@@ -35,6 +36,7 @@ node --test --test-concurrency=1 tests/browser/ || status=$?
 spin_bin="$(find_spin)" || status=$?
 if [[ -z "$spin_bin" ]]; then
     log "real-Spin lane SKIPPED: no spin binary (set SPIN_BIN=/path/to/spin to run it)"
+    log "libSQL check (tests/libsql) SKIPPED: it needs spin"
 else
     log "real-Spin lane: $("$spin_bin" --version)"
     "$spin_bin" build --from spin.toml || status=$?
@@ -45,6 +47,11 @@ else
     cargo test "${NATIVE[@]}" --no-fail-fast --test '*' "$@" || status=$?
     log "real-Spin lane: browser tests under spin up"
     node --test --test-concurrency=1 tests/browser/ || status=$?
+    # Two spin up sharing the Playground's database through a libSQL server:
+    # where that stops today is docs/libsql.md. The test starts and stops its own servers.
+    ensure_libsql_deps
+    log "real-Spin lane: the Playground on two instances over libSQL (tests/libsql)"
+    timeout 600 node --test tests/libsql/ || status=$?
     if [[ -s "$skips" ]]; then
         log "real-Spin lane: $(wc -l < "$skips") test(s) need the repo's host and ran there only:"
         sort "$skips" >&2
