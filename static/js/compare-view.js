@@ -8,15 +8,17 @@ import { IMPORT_MAX_BYTES, ImportRefused, buildExport, flight } from './flight-r
 import { compareTurns, turnFacts } from './compare.js';
 import { parseImportText } from './otlp.js';
 
-const cmp = { file: null, fileName: null };
+// runs: the two runs of a run comparison (run-compare-view.js), {key, label, doc};
+// opener: what gets focus back when the sheet closes.
+const cmp = { file: null, fileName: null, runs: [], opener: null };
 
-/** The documents turns can be picked from: the current one (live or recorded) and a loaded file. */
+/** The documents turns can be picked from: the current one (live or recorded), a loaded file, a run comparison's two runs. */
 function sources() {
   const out = [];
   const current = buildExport();
   if (current) out.push({ key: 'current', label: flight.replay ? 'recording' : 'live', doc: current });
   if (cmp.file) out.push({ key: 'file', label: 'file', doc: cmp.file });
-  return out;
+  return out.concat(cmp.runs);
 }
 
 const ellipsis = (text, n) => (text.length > n ? text.slice(0, n) + '…' : text);
@@ -37,6 +39,7 @@ export function refreshCompareChoices() {
 }
 
 export function openCompare() {
+  cmp.opener = null;
   $('compare-pane').hidden = false;
   refreshCompareChoices();
   $('compare-a').focus();
@@ -44,7 +47,24 @@ export function openCompare() {
 
 export function closeCompare() {
   $('compare-pane').hidden = true;
-  $('compare-open').focus();
+  const back = cmp.opener && cmp.opener.isConnected ? cmp.opener : $('compare-open');
+  cmp.opener = null;
+  back.focus();
+}
+
+/**
+ * A run comparison's row opened here: turn iA of run A against turn iB of run B
+ * (runs: [{key, label, doc}] for A and B), compared at once; closing gives `opener` focus back.
+ */
+export function openComparePair(runA, iA, runB, iB, opener) {
+  cmp.runs = [runA, runB];
+  $('compare-pane').hidden = false;
+  refreshCompareChoices();
+  $('compare-a').value = runA.key + ':' + iA;
+  $('compare-b').value = runB.key + ':' + iB;
+  runCompare();
+  cmp.opener = opener;
+  $('compare-out').focus();
 }
 
 /** A file loaded for comparison only: checked whole first, as an import is; the page stays as it is. */
@@ -96,7 +116,8 @@ function diffText(runs, label) {
 
 function table(caption, head, rows) {
   const t = el('table', { class: 'compare-table' }, el('caption', { text: caption }));
-  t.append(el('thead', {}, el('tr', {}, ...head.map((h) => el('th', { scope: 'col', text: h })))));
+  // An empty head cell still names its column for a screen reader.
+  t.append(el('thead', {}, el('tr', {}, ...head.map((h) => el('th', { scope: 'col' }, h === '' ? el('span', { class: 'sr-only', text: 'field' }) : h)))));
   const body = el('tbody');
   for (const cells of rows) body.append(el('tr', {}, el('th', { scope: 'row' }, ...[].concat(cells[0])), ...cells.slice(1).map((c) => (c instanceof Node ? el('td', {}, c) : el('td', { class: 'mono' }, ...[].concat(c))))));
   t.append(body);

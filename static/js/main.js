@@ -15,6 +15,10 @@ import { closeCompare, loadCompareFile, openCompare, refreshCompareChoices, runC
 import { compareTurns, jsonDiff, turnFacts, wordDiff } from './compare.js';
 import { otlpToSession, parseImportText, sessionToOtlp } from './otlp.js';
 import {
+  cancelRerun, closeRerun, dismissRerunBar, exportComparison, exportRun, openRerun, openRunPair, rerunStatus, showComparison, startRerun,
+} from './rerun.js';
+import { compareRuns, rerunPlan, tokenJaccard } from './run-compare.js';
+import {
   dropToken, mintToken, pg, pgLoadMe, pgOpenTrace, pgSearch, pgSendChat, pgSignIn, pgSignOut, renderAuth,
 } from './playground.js';
 
@@ -119,6 +123,21 @@ function wire() {
     loadCompareFile(file);
   });
   $('compare-pane').addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.preventDefault(); e.stopPropagation(); closeCompare(); } });
+  // Re-run a recording on a live agent, and the run comparison (rerun.js).
+  $('rerun-open').addEventListener('click', openRerun);
+  $('rerun-close').addEventListener('click', closeRerun);
+  $('rerun-start').addEventListener('click', startRerun);
+  $('rerun-cancel').addEventListener('click', cancelRerun);
+  $('rerun-show').addEventListener('click', showComparison);
+  $('rerun-dismiss').addEventListener('click', dismissRerunBar);
+  $('rerun-export').addEventListener('click', exportComparison);
+  $('rerun-export-a').addEventListener('click', () => exportRun('a'));
+  $('rerun-export-b').addEventListener('click', () => exportRun('b'));
+  $('rerun-out').addEventListener('click', (e) => {
+    const button = e.target instanceof Element ? e.target.closest('button.run-pair') : null;
+    if (button) openRunPair(button);
+  });
+  $('rerun-pane').addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.preventDefault(); e.stopPropagation(); closeRerun(); } });
   const view = $('console-view');
   const hasFiles = (e) => e.dataTransfer && [...e.dataTransfer.types].includes('Files');
   view.addEventListener('dragover', (e) => { if (hasFiles(e)) { e.preventDefault(); e.dataTransfer.dropEffect = 'copy'; } });
@@ -137,6 +156,8 @@ window.ratatoskrConsole = Object.freeze({
   otlp: Object.freeze({ sessionToOtlp, otlpToSession, parseImportText }),
   // The replay: its state, each applied step's recorded time and wall times (performance.now()), the turns it recorded again.
   replay: Object.freeze({ status: replayStatus, log: replayLog, turns: replayedTurns }),
+  // The re-run: its phase, progress, the texts it sends and its comparison; the pure model.
+  rerun: Object.freeze({ status: rerunStatus, compareRuns, rerunPlan, tokenJaccard }),
 });
 
 wire();

@@ -53,9 +53,10 @@ export async function loadConfig() {
   $('start-session').disabled = state.agents.length === 0;
 }
 
+/** A new live session on the agent picked; true once it is live (rerun.js waits for it). */
 export async function startSession() {
   const agentId = $('agent-select').value;
-  if (!agentId) return;
+  if (!agentId) return false;
   if (state.turnRunning) await cancelTurn();
   $('start-session').disabled = true;
   const result = await tryApi('/api/sessions', {
@@ -64,7 +65,7 @@ export async function startSession() {
   $('start-session').disabled = false;
   if (!result.ok || !result.body || typeof result.body.session_id !== 'string') {
     fill($('config-status'), 'could not start a session: ', ...describeError(result).parts);
-    return;
+    return false;
   }
   $('config-status').textContent = '';
   state.sessionId = result.body.session_id;
@@ -88,6 +89,7 @@ export async function startSession() {
   loadTools(state.sessionId);
   loadBifrost(state.sessionId);
   seedAffectHistory(agentId).then(loadAffect); // the durable history first, then the current snapshot
+  return true;
 }
 
 // ---- transcript and the turn stream ------------------------------------------
@@ -204,11 +206,23 @@ export function turnDrop(view, withTimeline) {
   state.turnId = null;
 }
 
+const canSend = (text) => Boolean(state.sessionId) && !state.turnRunning && text.trim() !== '';
+
+/** The composer's message as a turn. */
 export async function sendTurn() {
   const input = $('message');
   const text = input.value;
-  if (!state.sessionId || state.turnRunning || text.trim() === '') return;
+  if (!canSend(text)) return;
   input.value = '';
+  await sendText(text);
+}
+
+/**
+ * One turn of `text` on the live session, through the live path (the composer's, and a
+ * re-run's: rerun.js); resolves once its stream is over and the turn has ended.
+ */
+export async function sendText(text) {
+  if (!canSend(text)) return;
   const view = turnBegin(text);
   const controller = new AbortController();
   state.turnAbort = controller;

@@ -34,6 +34,8 @@ class MockUpstream {
     this.requests = [];
     this.affectReads = new Map();
     this.admin = { open: 0, total: 0, nextId: 1 };
+    // Every turn stream: its session, the text it was sent, when it opened and closed (null: still open).
+    this.turnStreams = [];
     this.sockets = new Set();
     this.timers = new Set();
   }
@@ -150,6 +152,9 @@ class MockUpstream {
   async turn(req, res, session, text) {
     session.turns += 1;
     const turnId = 't_' + crypto.randomBytes(6).toString('hex');
+    const stream = { session_id: session.session_id, text, opened: Date.now(), closed: null };
+    this.turnStreams.push(stream);
+    res.on('close', () => { stream.closed = Date.now(); });
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     let ended = false;
     let cancelWake = null;
