@@ -119,6 +119,7 @@ export async function startRerun() {
   }
   run.sessionId = state.sessionId;
   $('message').disabled = true; // the composer is the re-run's until it ends
+  $('rerun-cancel').focus(); // startSession gave the composer focus
   let end = 'ended';
   for (const text of run.texts) {
     if (run.stop) { end = 'cancelled'; break; }

@@ -3,9 +3,9 @@
 //! `RATATOSKR_<NAME>` (the application variable's name in spin.toml, upper
 //! case), else spin.toml's default, so both packagings read the same names
 //! and defaults and validate them in the same [`crate::plan`]. There is no
-//! host allow-list either: [`may_call`] keeps calls to the origins of the two
-//! configured URLs, which is what spin.toml's `upstream_origin` and
-//! `affect_origin` name.
+//! host allow-list either: [`may_call`] keeps calls to the origins of the three
+//! configured URLs, which is what spin.toml's `upstream_origin`,
+//! `affect_origin` and `alert_webhook_origin` name.
 
 use guest_http::kv::{Kv, KvError};
 use guest_http::BaseUrl;
@@ -18,7 +18,7 @@ pub const PREFIX: &str = "RATATOSKR_";
 /// Every variable the console's routes read: its name in spin.toml's
 /// `[component.debug-api.variables]`, the application variable it is bound
 /// to, and that variable's default (a test holds this to spin.toml).
-pub const VARIABLES: [(&str, &str, &str); 11] = [
+pub const VARIABLES: [(&str, &str, &str); 14] = [
     ("allowed_hosts", "allowed_hosts", ""),
     ("console_access", "console_access", "open"),
     ("console_role", "console_role", "viewer"),
@@ -30,6 +30,9 @@ pub const VARIABLES: [(&str, &str, &str); 11] = [
     ("bifrost_visible_host", "bifrost_visible_host", "bifrost.local"),
     ("upstream_timeout_ms", "upstream_timeout_ms", "10000"),
     ("sse_keepalive_ms", "sse_keepalive_ms", "15000"),
+    ("alert_webhook_url", "alert_webhook_url", ""),
+    ("alert_stall_ms", "alert_stall_ms", "30000"),
+    ("alert_include_text", "alert_include_text", "false"),
 ];
 
 /// `RATATOSKR_UPSTREAM_URL` for `upstream_url`.
@@ -45,9 +48,9 @@ pub fn var(name: &str, env: impl Fn(&str) -> Option<String>) -> Option<String> {
 }
 
 /// Whether a call to `authority` (over https or not) goes to the origin of
-/// `upstream_url` or of `affect_read_url`.
+/// `upstream_url`, of `affect_read_url` or of `alert_webhook_url`.
 pub fn may_call(var: impl Fn(&str) -> Option<String>, https: bool, authority: &str) -> bool {
-    ["upstream_url", "affect_read_url"]
+    ["upstream_url", "affect_read_url", "alert_webhook_url"]
         .into_iter()
         .filter_map(|name| BaseUrl::parse(&var(name)?))
         .any(|url| url.https == https && url.authority.eq_ignore_ascii_case(authority))
@@ -155,3 +158,6 @@ mod tests {
         assert!(!may_call(|n| broken.get(n).map(|v| v.to_string()), false, "x"));
     }
 }
+        assert!(!allowed(true, "hooks.example"), "no webhook configured");
+        let hooked = HashMap::from([("alert_webhook_url", "https://hooks.example/services/x")]);
+        assert!(may_call(|n| hooked.get(n).map(|v| v.to_string()), true, "hooks.example"), "the webhook's origin");

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::time::Instant;
 
 use guest_http::{
-    call, header, pump, read_request_body, send_error, send_json, start_sse, Outgoing, Pump, Step, Timeouts,
+    call, header, pump_beside, read_request_body, send_error, send_json, start_sse, Outgoing, Pump, Step, Timeouts,
     TransportFailure, Upstream,
 };
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
@@ -20,6 +20,7 @@ use crate::error;
 use crate::history;
 use crate::plan::{self, Call, Head, Plan};
 use crate::relay::RelayFlow;
+use crate::webhook::Webhooks;
 use crate::Platform;
 
 /// Serves one `/api` request whose Host was allowed; `path` is below `/api`
@@ -110,7 +111,14 @@ pub fn serve(req: IncomingRequest, out: ResponseOutparam, path: &str, platform: 
                     RelayFlow::Continue => Step::Continue,
                     RelayFlow::Ended => Step::Stop,
                 };
-                pump(&upstream.stream, &body, rules, on_chunk, |out| relay.borrow_mut().finish(ms(), out));
+                // A turn's alert POSTs go beside the stream, and are waited for only after it.
+                let mut hooks =
+                    Webhooks::new(&relay, opened_at, |https, authority: &str| platform.may_call(https, authority));
+                let on_end = |out: &mut String| relay.borrow_mut().finish(ms(), out);
+                pump_beside(&upstream.stream, &body, rules, &mut hooks, on_chunk, on_end);
+                body.finish();
+                hooks.finish();
+                return;
             }
             body.finish();
         }

@@ -13,12 +13,15 @@
 //! - [`routes`]: route table and validation of every browser-supplied value.
 //! - [`error`]: the API's `{"error_code": ...}` envelopes (the kit's `ApiError`).
 //! - [`relay`]: the turn-stream relay and the admin relay (`admin_events::AdminEventFilter`).
+//! - [`alert`]: a turn's alert rules (stall, error, drop) and the webhook body;
+//!   `webhook` (wasm32 only) sends them beside the stream without waiting.
 //! - [`history`]: the durable affect history (one key-value key per snapshot).
 //! - [`redact`]: keys in an upstream body never leave the server.
 //! - [`env`]: the portable configuration: `RATATOSKR_<VARIABLE>` with spin.toml's
 //!   defaults, and the outbound allow-list a runtime without one needs.
 
 pub mod access;
+pub mod alert;
 pub mod env;
 pub mod error;
 pub mod history;
@@ -29,6 +32,8 @@ pub mod routes;
 
 #[cfg(target_arch = "wasm32")]
 mod handler;
+#[cfg(target_arch = "wasm32")]
+mod webhook;
 #[cfg(target_arch = "wasm32")]
 pub use handler::serve;
 

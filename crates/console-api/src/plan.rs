@@ -10,6 +10,7 @@ use admin_events::StreamError;
 use guest_http::{ApiError, BaseUrl, Method, TransportFailure};
 use serde_json::{json, Map, Value};
 
+use crate::alert::{AlertSettings, Alerting, TurnContext};
 use crate::error;
 use crate::history::{self, Entry};
 use crate::redact::Redactor;
@@ -180,7 +181,7 @@ pub fn plan(
     if matches!(route, Route::CreateSession | Route::Turn { .. } | Route::Cancel { .. }) {
         same_site_write(head)?;
     }
-    let config = Config::from_vars(var)?;
+    let config = Config::from_vars(&var)?;
     let consumer = Some(config.consumer_key.as_str());
     let session_path = |id: &str, rest: &str| config.upstream.path(&format!("/v1/sessions/{id}{rest}"));
     Ok(match route {
@@ -207,7 +208,16 @@ pub fn plan(
             let body = json_body(head.content_type, read_body)?;
             let text = turn_text(&body)?;
             let call = config.post(session_path(&session_id, "/turns"), &json!({ "text": text }));
-            config.stream(call, Relay::Turn(TurnRelay::new(config.redactor.clone())))
+            // The page names the session's agent for the alerts; the upstream gets the text only.
+            let agent_id = match body.get("agent_id") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(routes::agent_id(v.as_str().ok_or_else(error::invalid_agent_id)?)?),
+            };
+            let alerting = AlertSettings::from_vars(&var, config.timeout)?.map(|settings| {
+                let context = TurnContext { session_id: session_id.clone(), agent_id, user_text: text.to_string() };
+                Alerting::new(settings, context, config.redactor.clone())
+            });
+            config.stream(call, Relay::Turn(TurnRelay::new(config.redactor.clone()).with_alerting(alerting)))
         }
         Route::Cancel { session_id, turn_id } => {
             let call = config.post(session_path(&session_id, &format!("/turns/{turn_id}/cancel")), &json!({}));
@@ -414,6 +424,10 @@ impl Stream {
             (Relay::Admin(mut relay), answer) => {
                 relay::start(&mut first, unix_ms);
                 let err = match answer {
+            (Relay::Turn(mut relay), Ok(200)) => {
+                relay.opened(unix_ms);
+                Some(Relay::Turn(relay))
+            }
                     Ok(status) => StreamError::UpstreamStatus { status },
                     Err(_) => StreamError::ConnectFailed,
                 };
@@ -890,6 +904,37 @@ mod tests {
         let opened = turn().open(Ok(200), 1_764_000_000_123).unwrap();
         assert_eq!(opened.first, ": t0=1764000000123\n\n");
         assert!(matches!(opened.relay, Some(Relay::Turn(_))));
+    #[test]
+    fn a_turn_names_its_agent_for_the_alerts_only_and_a_bad_webhook_url_is_misconfigured() {
+        let turn = |body: &[u8], vars: &HashMap<&'static str, String>| {
+            plan_with(&head("POST", "/sessions/s_1/turns", ""), vars, body)
+        };
+        let mut hooked = vars(ADMIN);
+        hooked.insert("alert_webhook_url", "http://hook.test/h?k=1".into());
+        let s = stream(turn(br#"{"text":"hi","agent_id":"sindra"}"#, &hooked));
+        assert_eq!(s.call.body.as_deref(), Some(&br#"{"text":"hi"}"#[..]), "the upstream gets the text only");
+        let mut opened = s.open(Ok(200), 7).unwrap();
+        let mut out = String::new();
+        let relay = opened.relay.as_mut().unwrap();
+        assert_eq!(relay.next_alert_check(), Some(30_000), "alert_stall_ms defaults to 30 s");
+        relay.finish(12, &mut out);
+        let sent = relay.alerts(12);
+        assert_eq!(
+            (sent.len(), sent[0].authority.as_str(), sent[0].path_and_query.as_str()),
+            (1, "hook.test", "/h?k=1")
+        );
+        let v: Value = serde_json::from_str(&sent[0].body).unwrap();
+        assert_eq!((&v["alert"]["agent_id"], &v["alert"]["at_unix_ms"]), (&json!("sindra"), &json!(19)));
+        assert_eq!(sent[0].timeout, Duration::from_millis(300), "bounded by upstream_timeout_ms");
+        // Without the variable there is no alerting at all.
+        let mut plain = stream(turn(br#"{"text":"hi"}"#, &vars(ADMIN))).open(Ok(200), 0).unwrap();
+        assert_eq!(plain.relay.as_mut().unwrap().next_alert_check(), None);
+        assert_eq!(code(turn(br#"{"text":"hi","agent_id":"../x"}"#, &hooked)), (400, "invalid_agent_id"));
+        assert_eq!(code(turn(br#"{"text":"hi","agent_id":7}"#, &vars(ADMIN))), (400, "invalid_agent_id"));
+        hooked.insert("alert_webhook_url", "hook.test/h".into());
+        assert_eq!(code(turn(br#"{"text":"hi"}"#, &hooked)), (500, "server_misconfigured"));
+    }
+
         let e = turn().open(Ok(403), 0).err().unwrap();
         assert_eq!((e.status, e.code, &e.fields["status"]), (403, "turn_unavailable", &json!(403)));
         assert_eq!(turn().open(Ok(201), 0).err().unwrap().status, 502);

@@ -22,6 +22,7 @@ use std::fmt::Write;
 use admin_events::{AdminEventFilter, Flow, StreamError};
 use sse::{encode_event, ItemRef, Parser};
 
+use crate::alert::{Alerting, Delivery};
 use crate::redact::{Joined, Redactor};
 
 const TERMINAL_EVENTS: [&str; 3] = ["done", "error", "cancelled"];
@@ -65,6 +66,22 @@ impl Relay {
         match self {
             Relay::Turn(relay) => relay.finish(ms, out),
             Relay::Admin(relay) => relay.finish(ms, out),
+        }
+    }
+
+    /// The alert POSTs due at `ms` (a turn with alerting only, see alert.rs).
+    pub fn alerts(&mut self, ms: u64) -> Vec<Delivery> {
+        match self {
+            Relay::Turn(TurnRelay { alerting: Some(a), .. }) => a.take(ms),
+            _ => Vec::new(),
+        }
+    }
+
+    /// When [`Relay::alerts`] could next find a stall, if it still can.
+    pub fn next_alert_check(&self) -> Option<u64> {
+        match self {
+            Relay::Turn(TurnRelay { alerting: Some(a), .. }) => a.rules.next_check(),
+            _ => None,
         }
     }
 }
@@ -124,12 +141,27 @@ pub struct TurnRelay {
     turn_id: Option<String>,
     /// The page joins each of these events' `delta`s into one text.
     joined: [(&'static str, Joined); 2],
+    /// The turn's alert rules, when `alert_webhook_url` is set.
+    alerting: Option<Alerting>,
 }
 
 impl TurnRelay {
     pub fn new(redactor: Redactor) -> Self {
         let joined = [("text", Joined::default()), ("thinking", Joined::default())];
-        Self { parser: Parser::new(), redactor, ended: false, turn_id: None, joined }
+        Self { parser: Parser::new(), redactor, ended: false, turn_id: None, joined, alerting: None }
+    }
+
+    /// This turn's events also feed its alert rules.
+    pub fn with_alerting(mut self, alerting: Option<Alerting>) -> Self {
+        self.alerting = alerting;
+        self
+    }
+
+    /// The stream opened at this wall-clock time (the alerts' `at_unix_ms`).
+    pub fn opened(&mut self, unix_ms: u64) {
+        if let Some(a) = &mut self.alerting {
+            a.opened(unix_ms);
+        }
     }
 
     pub fn turn_id(&self) -> Option<&str> {
@@ -141,7 +173,7 @@ impl TurnRelay {
         if self.ended {
             return RelayFlow::Ended;
         }
-        let Self { parser, redactor, ended, turn_id, joined } = self;
+        let Self { parser, redactor, ended, turn_id, joined, alerting } = self;
         let result = parser.feed_with(chunk, |item| {
             let ItemRef::Event(event) = item else { return }; // comments are upstream keepalives
             if *ended {
@@ -151,8 +183,14 @@ impl TurnRelay {
                 *turn_id = serde_json::from_str::<serde_json::Value>(event.data)
                     .ok()
                     .and_then(|v| v.get("turn_id")?.as_str().map(str::to_string));
+                if let (Some(a), Some(id)) = (alerting.as_mut(), turn_id.as_deref()) {
+                    a.turn_id(id);
+                }
             }
             let terminal = TERMINAL_EVENTS.contains(&event.event);
+            if let Some(a) = alerting.as_mut() {
+                observe(a, event.event, event.data, ms);
+            }
             if terminal {
                 flush_joined(joined, ms, out);
             }
@@ -181,17 +219,38 @@ impl TurnRelay {
     /// a dropped turn, and the browser gets a typed `error` event.
     pub fn finish(&mut self, ms: u64, out: &mut String) {
         if !self.ended {
+            if let Some(a) = &mut self.alerting {
+                a.rules.dropped(ms);
+            }
             self.fail("upstream_stream_dropped", "the turn stream ended before the turn finished", ms, out);
         }
     }
 
     fn fail(&mut self, code: &str, message: &str, ms: u64, out: &mut String) -> RelayFlow {
+        if let Some(a) = &mut self.alerting {
+            a.rules.error(ms, Some(code), Some(message));
+        }
         flush_joined(&mut self.joined, ms, out);
         self.ended = true;
         let data = serde_json::json!({ "code": code, "message": message }).to_string();
         stamp(out, ms);
         let _ = encode_event(out, Some("error"), None, &data);
         RelayFlow::Ended
+    }
+}
+
+/// An upstream event as the alert rules see it: it moves the turn, and a
+/// terminal one ends it (an `error` with its code and message).
+fn observe(a: &mut Alerting, name: &str, data: &str, ms: u64) {
+    a.rules.event(ms);
+    match name {
+        "error" => {
+            let v = serde_json::from_str::<serde_json::Value>(data).ok();
+            let field = |k: &str| v.as_ref().and_then(|v| v.get(k)?.as_str());
+            a.rules.error(ms, field("code"), field("message"));
+        }
+        "done" | "cancelled" => a.rules.ended(),
+        _ => {}
     }
 }
 
@@ -393,6 +452,61 @@ mod tests {
             assert!(block.starts_with(": t="), "{block:?}");
             assert_eq!(block.matches(": t=").count(), 1, "{block:?}");
         }
+    }
+
+    fn alerting_relay() -> TurnRelay {
+        let settings = crate::alert::AlertSettings {
+            https: false,
+            authority: "hook.test".into(),
+            path_and_query: "/h".into(),
+            stall_ms: 100,
+            include_text: false,
+            timeout: std::time::Duration::from_millis(300),
+        };
+        let context = crate::alert::TurnContext { session_id: "s_1".into(), agent_id: None, user_text: "hi".into() };
+        let alerting = Alerting::new(settings, context, Redactor::default());
+        let mut relay = TurnRelay::new(Redactor::default()).with_alerting(Some(alerting));
+        relay.opened(1_000);
+        relay
+    }
+
+    fn alert_kinds(relay: &mut Relay, ms: u64) -> Vec<(&'static str, serde_json::Value)> {
+        let body = |d: &Delivery| serde_json::from_str::<serde_json::Value>(&d.body).unwrap()["alert"].clone();
+        relay.alerts(ms).iter().map(|d| (d.kind.name(), body(d))).collect()
+    }
+
+    #[test]
+    fn the_turn_relay_feeds_its_alert_rules_from_the_upstream_events() {
+        // A silence, then an upstream error: a stall alert and an error alert, with the turn id.
+        let mut relay = Relay::Turn(alerting_relay());
+        let mut out = String::new();
+        relay.feed(b"event: turn.started\ndata: {\"turn_id\":\"t_7\"}\n\n", 5, &mut out);
+        assert_eq!(relay.next_alert_check(), Some(105));
+        assert!(alert_kinds(&mut relay, 104).is_empty());
+        let stall = alert_kinds(&mut relay, 105);
+        assert_eq!((stall[0].0, &stall[0].1["turn_id"]), ("stall", &serde_json::json!("t_7")));
+        relay.feed(b"event: error\ndata: {\"code\":\"overloaded\",\"message\":\"m\"}\n\n", 300, &mut out);
+        let error = alert_kinds(&mut relay, 300);
+        assert_eq!(
+            (error.len(), error[0].0, &error[0].1["error_code"]),
+            (1, "error", &serde_json::json!("overloaded"))
+        );
+        relay.finish(400, &mut out);
+        assert!(alert_kinds(&mut relay, 400).is_empty(), "the turn had ended: no drop");
+        // A stream that drops: one dropped alert; `done` ends a turn without one.
+        let mut relay = Relay::Turn(alerting_relay());
+        relay.feed(b"event: text\ndata: {\"delta\":\"a\"}\n\n", 10, &mut out);
+        relay.finish(50, &mut out);
+        assert_eq!(alert_kinds(&mut relay, 50).iter().map(|k| k.0).collect::<Vec<_>>(), ["dropped"]);
+        let mut relay = Relay::Turn(alerting_relay());
+        relay.feed(b"event: done\ndata: {}\n\n", 10, &mut out);
+        relay.finish(20, &mut out);
+        assert!(alert_kinds(&mut relay, 9_999).is_empty());
+        assert_eq!(relay.next_alert_check(), None);
+        // Without alerting, and on the admin relay, there is nothing to send or check.
+        let mut plain = Relay::Turn(TurnRelay::new(Redactor::default()));
+        plain.finish(1, &mut out);
+        assert!(plain.alerts(1).is_empty() && plain.next_alert_check().is_none());
     }
 
     #[test]

@@ -49,7 +49,7 @@ mod stream;
 #[cfg(target_arch = "wasm32")]
 pub use body::{read_to_end, READ_CHUNK};
 #[cfg(target_arch = "wasm32")]
-pub use outgoing::{call, Outgoing, Timeouts, Upstream};
+pub use outgoing::{call, start, Outgoing, Pending, Timeouts, Upstream};
 #[cfg(target_arch = "wasm32")]
 pub use request::{
     header, host, host_allowed, host_allowed_by, path, path_and_query, query, read_request_body, spin_header,
@@ -59,4 +59,4 @@ pub use response::send_error;
 #[cfg(target_arch = "wasm32")]
 pub use response::{respond, send, send_host_not_allowed, send_json, Body};
 #[cfg(target_arch = "wasm32")]
-pub use stream::{pump, start_sse, Pump, Step};
+pub use stream::{pump, pump_beside, start_sse, Beside, Pump, Step};

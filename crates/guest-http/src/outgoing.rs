@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use wasi::http::outgoing_handler;
 use wasi::http::types as wasi_http;
+use wasi::io::poll::Pollable;
 use wasi::io::streams::InputStream;
 
 use crate::body::{classify, read_to_end, write_stream};
@@ -65,6 +66,23 @@ impl Upstream {
 
 /// Sends `spec` and waits for the answer's head.
 pub fn call(spec: &Outgoing<'_>) -> Result<Upstream, TransportFailure> {
+    start(spec)?.wait()
+}
+
+/// A request sent whose answer has not been waited for: [`start`] returns at
+/// once, so a guest can go on with its own work (a relayed stream) and look
+/// at the answer when one of [`Pending::pollables`] is ready.
+pub struct Pending {
+    // Field order is drop order: the pollable is a child of the future.
+    head: Pollable,
+    backstop: Pollable,
+    future: wasi_http::FutureIncomingResponse,
+    finished: Result<(), wasi_http::ErrorCode>,
+    sent: bool,
+}
+
+/// Sends `spec` (its body written and finished) without waiting for the answer.
+pub fn start(spec: &Outgoing<'_>) -> Result<Pending, TransportFailure> {
     let mut headers = spec.headers.clone();
     if let Some(body) = spec.body {
         headers.push(("content-length".into(), body.len().to_string().into_bytes()));
@@ -108,32 +126,59 @@ pub fn call(spec: &Outgoing<'_>) -> Result<Upstream, TransportFailure> {
         };
     }
     let finished = wasi_http::OutgoingBody::finish(outgoing_body, None);
-
     let head = future.subscribe();
     let backstop = monotonic_backstop(spec.timeouts);
-    if !wasi::io::poll::poll(&[&head, &backstop]).contains(&0) {
-        return Err(TransportFailure::Timeout);
-    }
-    let answer = future.get();
-    if !matches!(answer, Some(Ok(Ok(_)))) {
-        if let Err(code) = finished {
-            return Err(classify(&code));
-        }
-        if !sent {
-            return Err(TransportFailure::Unreachable);
-        }
-    }
-    let response = match answer {
-        Some(Ok(Ok(response))) => response,
-        Some(Ok(Err(code))) => return Err(classify(&code)),
-        _ => return Err(TransportFailure::Unreachable),
-    };
-    let status = response.status();
-    let body = response.consume().map_err(|()| TransportFailure::Unreachable)?;
-    let stream = body.stream().map_err(|()| TransportFailure::Unreachable)?;
-    Ok(Upstream { status, stream, _body: body, response })
+    Ok(Pending { head, backstop, future, finished, sent })
 }
 
-fn monotonic_backstop(t: Timeouts) -> wasi::io::poll::Pollable {
+impl Pending {
+    /// Ready when the head has come or the guest's own deadline passed.
+    pub fn pollables(&self) -> [&Pollable; 2] {
+        [&self.head, &self.backstop]
+    }
+
+    /// The answer once it is there, `Timeout` once the deadline passed, else
+    /// `None` (still waiting). Does not block.
+    pub fn poll(&self) -> Option<Result<Upstream, TransportFailure>> {
+        match self.future.get() {
+            Some(answer) => Some(self.answer(Some(answer))),
+            None if self.backstop.ready() => Some(Err(TransportFailure::Timeout)),
+            None => None,
+        }
+    }
+
+    /// Waits for the answer's head (or the deadline).
+    pub fn wait(self) -> Result<Upstream, TransportFailure> {
+        if !wasi::io::poll::poll(&self.pollables()).contains(&0) {
+            return Err(TransportFailure::Timeout);
+        }
+        self.answer(self.future.get())
+    }
+
+    fn answer(
+        &self,
+        answer: Option<Result<Result<wasi_http::IncomingResponse, wasi_http::ErrorCode>, ()>>,
+    ) -> Result<Upstream, TransportFailure> {
+        if !matches!(answer, Some(Ok(Ok(_)))) {
+            if let Err(code) = &self.finished {
+                return Err(classify(code));
+            }
+            if !self.sent {
+                return Err(TransportFailure::Unreachable);
+            }
+        }
+        let response = match answer {
+            Some(Ok(Ok(response))) => response,
+            Some(Ok(Err(code))) => return Err(classify(&code)),
+            _ => return Err(TransportFailure::Unreachable),
+        };
+        let status = response.status();
+        let body = response.consume().map_err(|()| TransportFailure::Unreachable)?;
+        let stream = body.stream().map_err(|()| TransportFailure::Unreachable)?;
+        Ok(Upstream { status, stream, _body: body, response })
+    }
+}
+
+fn monotonic_backstop(t: Timeouts) -> Pollable {
     wasi::clocks::monotonic_clock::subscribe_duration(t.connect.saturating_add(t.first_byte).as_nanos() as u64)
 }

@@ -34,6 +34,24 @@ pub struct Pump {
     pub idle_limit: Option<Duration>,
 }
 
+/// Work a pump carries beside its stream in the same loop (a single-threaded
+/// guest has no other): its own pollables are polled with the stream's, and
+/// it is woken after every turn of the loop, never blocking it.
+pub trait Beside {
+    /// What to wait on besides the stream (asked once per turn of the loop).
+    fn pollables(&self) -> Vec<&Pollable>;
+    /// After each turn of the loop; `ready`: which of [`Beside::pollables`] were ready.
+    fn woke(&mut self, ready: &[u32]);
+}
+
+/// Nothing beside the stream.
+impl Beside for () {
+    fn pollables(&self) -> Vec<&Pollable> {
+        Vec::new()
+    }
+    fn woke(&mut self, _: &[u32]) {}
+}
+
 /// Moves `upstream` to `downstream` through `on_chunk`, which appends what to
 /// send to its `String`; `on_end` runs once if the upstream ends or breaks.
 /// Every upstream read's output goes out in one write. Returns when either
@@ -42,6 +60,18 @@ pub fn pump(
     upstream: &InputStream,
     downstream: &Body,
     rules: Pump,
+    on_chunk: impl FnMut(&[u8], &mut String) -> Step,
+    on_end: impl FnOnce(&mut String),
+) {
+    pump_beside(upstream, downstream, rules, &mut (), on_chunk, on_end)
+}
+
+/// [`pump`], with `beside` carried in the same loop.
+pub fn pump_beside(
+    upstream: &InputStream,
+    downstream: &Body,
+    rules: Pump,
+    beside: &mut impl Beside,
     mut on_chunk: impl FnMut(&[u8], &mut String) -> Step,
     on_end: impl FnOnce(&mut String),
 ) {
@@ -60,7 +90,10 @@ pub fn pump(
         let mut pollables = vec![&readable];
         pollables.extend(keepalive.as_ref().map(|(d, _)| &d.timer));
         pollables.extend(idle.as_ref().map(|d| &d.timer));
+        let own = pollables.len() as u32;
+        pollables.extend(beside.pollables());
         let ready = wasi::io::poll::poll(&pollables);
+        drop(pollables);
         let keepalive_index = keepalive.as_ref().map(|_| 1);
         let idle_index = idle.as_ref().map(|_| 1 + u32::from(keepalive.is_some()));
         let fired = |index: Option<u32>| index.is_some_and(|i| ready.contains(&i));
@@ -81,6 +114,8 @@ pub fn pump(
                 }
             }
         }
+        let theirs: Vec<u32> = ready.iter().filter_map(|&i| i.checked_sub(own)).collect();
+        beside.woke(&theirs);
         let now = (read || !out.is_empty()).then(monotonic_clock::now);
         if let (Some(idle), Some(now)) = (idle.as_mut(), now.filter(|_| read)) {
             idle.touch(now);
