@@ -43,6 +43,23 @@ async fn tools_post_001_success_is_the_upstream_inventory_verbatim() {
     assert_eq!(authorization(&seen[0]), [format!("Bearer {}", keys.consumer)], "owner-scoped: the consumer bearer");
 }
 
+/// A whole JSON answer, success or envelope, carries its length and is never
+/// chunked: Spin keeps Nagle on, and a chunked body's last chunk can leave in
+/// a write of its own that waits for the client's delayed ACK (40 ms).
+#[tokio::test(flavor = "multi_thread")]
+async fn json_answers_carry_their_length_not_chunked() {
+    let mock = json_mock(200, INVENTORY).await;
+    for (keys, path, status) in
+        [(Keys::random(), "/api/sessions/s_1/tools", 200), (Keys::without_admin(), "/api/sessions/s_1/bifrost", 400)]
+    {
+        let app = app_with(&keys, &mock).await;
+        let answer = get(&app, path).await;
+        assert_eq!(answer.status, status, "{path}: {}", answer.body);
+        assert_eq!(answer.header("content-length"), answer.body.len().to_string(), "{path}: {:?}", answer.headers);
+        assert!(answer.headers.get("transfer-encoding").is_none(), "{path}: {:?}", answer.headers);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn tools_post_002_non_200_is_status_preserving() {
     for status in [401, 403, 404, 409, 500, 503] {

@@ -17,6 +17,14 @@ pub const SSE: [(&str, &str); 4] = [
     ("x-content-type-options", "nosniff"),
 ];
 
+/// The `content-length` a whole response of `len` bytes adds: none if the
+/// list has one already, or for a status that has no body (1xx, 204, 304).
+pub fn content_length<N: AsRef<str>, V>(status: u16, header_list: &[(N, V)], len: usize) -> Option<String> {
+    let no_body = status < 200 || status == 204 || status == 304;
+    let has = header_list.iter().any(|(n, _)| n.as_ref().eq_ignore_ascii_case("content-length"));
+    (!no_body && !has).then(|| len.to_string())
+}
+
 /// Whether a `Content-Type` is JSON: its media-type essence is exactly
 /// `application/json` (parameters aside; `application/jsonx` is not).
 pub fn is_json(content_type: &str) -> bool {
@@ -46,6 +54,17 @@ mod tests {
         }
         for no in ["application/jsonx", "application/json-seq", "text/json", "", "application/x-www-form-urlencoded"] {
             assert!(!is_json(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn a_whole_body_gets_its_length_once_and_only_where_a_body_may_be() {
+        let json: &[(&str, &str)] = &JSON;
+        assert_eq!(content_length(200, json, 139).as_deref(), Some("139"));
+        assert_eq!(content_length(404, json, 0).as_deref(), Some("0"));
+        assert_eq!(content_length(200, &[("Content-Length", "7")], 7), None, "the caller's own stays the only one");
+        for no_body in [101, 204, 304] {
+            assert_eq!(content_length(no_body, json, 0), None, "{no_body}");
         }
     }
 

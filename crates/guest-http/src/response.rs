@@ -80,9 +80,17 @@ pub fn respond<N: AsRef<str>, V: AsRef<[u8]>>(
     body.write(rest).then_some(body)
 }
 
-/// A whole response in one call.
+/// A whole response in one call, with its `content-length` (unless the list
+/// has one). Without it the host sends the body chunked, and the last chunk
+/// leaves in a write of its own whenever the host reads the body before the
+/// guest has ended it: with Nagle on (Spin), that write waits for the
+/// client's delayed ACK, 40 ms. With the length the body is complete at its
+/// last byte, so head and body leave in one write.
 pub fn send<N: AsRef<str>, V: AsRef<[u8]>>(out: ResponseOutparam, status: u16, header_list: &[(N, V)], bytes: &[u8]) {
-    if let Some(body) = respond(out, status, header_list, bytes) {
+    let length = crate::headers::content_length(status, header_list, bytes.len());
+    let mut list: Vec<(&str, &[u8])> = header_list.iter().map(|(n, v)| (n.as_ref(), v.as_ref())).collect();
+    list.extend(length.as_deref().map(|v| ("content-length", v.as_bytes())));
+    if let Some(body) = respond(out, status, &list, bytes) {
         body.finish();
     }
 }
