@@ -154,10 +154,10 @@ mod tests {
         assert!(!allowed(true, "gw.example"), "the port counts");
         assert!(!allowed(false, "playground.spin.internal"));
         assert!(!allowed(false, "worldtree.lan.attacker.example"));
+        assert!(!allowed(true, "hooks.example"), "no webhook configured");
+        let hooked = HashMap::from([("alert_webhook_url", "https://hooks.example/services/x")]);
+        assert!(may_call(|n| hooked.get(n).map(|v| v.to_string()), true, "hooks.example"), "the webhook's origin");
         let broken = HashMap::from([("upstream_url", "ftp://x")]);
         assert!(!may_call(|n| broken.get(n).map(|v| v.to_string()), false, "x"));
     }
 }
-        assert!(!allowed(true, "hooks.example"), "no webhook configured");
-        let hooked = HashMap::from([("alert_webhook_url", "https://hooks.example/services/x")]);
-        assert!(may_call(|n| hooked.get(n).map(|v| v.to_string()), true, "hooks.example"), "the webhook's origin");

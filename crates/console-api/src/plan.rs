@@ -207,7 +207,6 @@ pub fn plan(
         Route::Turn { session_id } => {
             let body = json_body(head.content_type, read_body)?;
             let text = turn_text(&body)?;
-            let call = config.post(session_path(&session_id, "/turns"), &json!({ "text": text }));
             // The page names the session's agent for the alerts; the upstream gets the text only.
             let agent_id = match body.get("agent_id") {
                 None | Some(Value::Null) => None,
@@ -217,6 +216,7 @@ pub fn plan(
                 let context = TurnContext { session_id: session_id.clone(), agent_id, user_text: text.to_string() };
                 Alerting::new(settings, context, config.redactor.clone())
             });
+            let call = config.post(session_path(&session_id, "/turns"), &json!({ "text": text }));
             config.stream(call, Relay::Turn(TurnRelay::new(config.redactor.clone()).with_alerting(alerting)))
         }
         Route::Cancel { session_id, turn_id } => {
@@ -418,16 +418,16 @@ impl Stream {
     pub fn open(self, answer: Result<u16, TransportFailure>, unix_ms: u64) -> Result<Opened, ApiError> {
         let mut first = String::new();
         let relay = match (self.relay, answer) {
+            (Relay::Turn(mut relay), Ok(200)) => {
+                relay.opened(unix_ms);
+                Some(Relay::Turn(relay))
+            }
             (relay, Ok(200)) => Some(relay),
             (Relay::Turn(_), Ok(status)) => return Err(error::upstream_status("turn_unavailable", status)),
             (Relay::Turn(_), Err(failure)) => return Err(error::transport(failure)),
             (Relay::Admin(mut relay), answer) => {
                 relay::start(&mut first, unix_ms);
                 let err = match answer {
-            (Relay::Turn(mut relay), Ok(200)) => {
-                relay.opened(unix_ms);
-                Some(Relay::Turn(relay))
-            }
                     Ok(status) => StreamError::UpstreamStatus { status },
                     Err(_) => StreamError::ConnectFailed,
                 };
@@ -899,12 +899,6 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_that_cannot_start_is_an_envelope_and_an_admin_stream_always_starts() {
-        let turn = || stream(run(&head("POST", "/sessions/s_1/turns", ""), br#"{"text":"hi"}"#));
-        let opened = turn().open(Ok(200), 1_764_000_000_123).unwrap();
-        assert_eq!(opened.first, ": t0=1764000000123\n\n");
-        assert!(matches!(opened.relay, Some(Relay::Turn(_))));
-    #[test]
     fn a_turn_names_its_agent_for_the_alerts_only_and_a_bad_webhook_url_is_misconfigured() {
         let turn = |body: &[u8], vars: &HashMap<&'static str, String>| {
             plan_with(&head("POST", "/sessions/s_1/turns", ""), vars, body)
@@ -935,6 +929,12 @@ mod tests {
         assert_eq!(code(turn(br#"{"text":"hi"}"#, &hooked)), (500, "server_misconfigured"));
     }
 
+    #[test]
+    fn a_turn_that_cannot_start_is_an_envelope_and_an_admin_stream_always_starts() {
+        let turn = || stream(run(&head("POST", "/sessions/s_1/turns", ""), br#"{"text":"hi"}"#));
+        let opened = turn().open(Ok(200), 1_764_000_000_123).unwrap();
+        assert_eq!(opened.first, ": t0=1764000000123\n\n");
+        assert!(matches!(opened.relay, Some(Relay::Turn(_))));
         let e = turn().open(Ok(403), 0).err().unwrap();
         assert_eq!((e.status, e.code, &e.fields["status"]), (403, "turn_unavailable", &json!(403)));
         assert_eq!(turn().open(Ok(201), 0).err().unwrap().status, 502);
