@@ -15,7 +15,7 @@ import { closeCompare, loadCompareFile, openCompare, refreshCompareChoices, runC
 import { compareTurns, jsonDiff, turnFacts, wordDiff } from './compare.js';
 import { otlpToSession, parseImportText, sessionToOtlp } from './otlp.js';
 import {
-  cancelRerun, closeRerun, dismissRerunBar, exportComparison, exportRun, openRerun, openRunPair, rerunStatus, showComparison, startRerun,
+  cancelRerun, closeRerun, dismissRerunBar, exportComparison, exportRun, loadRerunFile, openRerun, openRunPair, rerunStatus, showComparison, startRerun,
 } from './rerun.js';
 import { compareRuns, rerunPlan, tokenJaccard } from './run-compare.js';
 import {
@@ -133,6 +133,12 @@ function wire() {
   $('rerun-export').addEventListener('click', exportComparison);
   $('rerun-export-a').addEventListener('click', () => exportRun('a'));
   $('rerun-export-b').addEventListener('click', () => exportRun('b'));
+  $('rerun-load').addEventListener('click', () => $('rerun-file').click());
+  $('rerun-file').addEventListener('change', (e) => {
+    const file = e.target.files && e.target.files[0];
+    e.target.value = '';
+    loadRerunFile(file);
+  });
   $('rerun-out').addEventListener('click', (e) => {
     const button = e.target instanceof Element ? e.target.closest('button.run-pair') : null;
     if (button) openRunPair(button);

@@ -8,7 +8,8 @@
 
 import { $, clear, el, fill, up } from './dom.js';
 import { state } from './console-state.js';
-import { buildExport, downloadJson, flight, flightLeaveReplay } from './flight-recorder.js';
+import { IMPORT_MAX_BYTES, ImportRefused, buildExport, downloadJson, flight, flightLeaveReplay } from './flight-recorder.js';
+import { parseImportText } from './otlp.js';
 import { RerunRefused, comparisonDocument, rerunPlan } from './run-compare.js';
 import { renderRunComparison } from './run-compare-view.js';
 import { openComparePair } from './compare-view.js';
@@ -16,9 +17,10 @@ import { cancelTurn, sendText, startSession } from './transcript.js';
 import { leaveReplayToEmpty } from './replay.js';
 
 // phase: idle, running, cancelling, then ended / cancelled / interrupted (a comparison),
-// or failed (no session could be started). a: the recording; b: the re-run as recorded.
+// or failed (no session could be started). shown: the recording the sheet was opened on;
+// a: the recording compared; b: the re-run as recorded (or loaded from a file).
 const run = {
-  phase: 'idle', source: null, a: null, texts: [], agentId: null, agentName: null, sessionId: null, sent: 0,
+  phase: 'idle', shown: null, a: null, texts: [], agentId: null, agentName: null, sessionId: null, sent: 0,
   stop: false, b: null, comparison: null, error: null,
 };
 
@@ -49,6 +51,7 @@ export function openRerun() {
   $('rerun-result').hidden = true;
   $('rerun-setup').hidden = false;
   $('rerun-start').disabled = true;
+  $('rerun-load').disabled = true;
   const select = $('rerun-agent');
   clear(select);
   clear($('rerun-note'));
@@ -56,11 +59,11 @@ export function openRerun() {
   let rec;
   try {
     rec = currentRecording();
+    run.shown = rec.doc;
+    $('rerun-load').disabled = false; // comparing with a file needs no user text
     fill($('rerun-source'), 'From the ' + rec.source + ' ', up(rec.doc.session_id), ' · agent ', up(agentLabel(rec.doc.agent)), ' · ' + rec.doc.turns.length + ' turn' + (rec.doc.turns.length === 1 ? '' : 's'));
     const plan = rerunPlan(rec.doc);
     if (!state.agents.length) throw new RerunRefused('rerun_no_agents', 'this console lists no agents to run it on');
-    run.source = rec.source;
-    run.a = rec.doc;
     run.texts = plan.texts;
     for (const agent of state.agents) select.append(el('option', { value: agent.agent_id, text: agent.display_name ?? agent.agent_id }));
     const offered = state.agents.some((agent) => agent.agent_id === plan.agent_id);
@@ -71,8 +74,8 @@ export function openRerun() {
     select.focus();
   } catch (e) {
     if (!(e instanceof RerunRefused)) throw e;
-    if (!rec) clear($('rerun-source'));
-    run.a = null;
+    if (!rec) { clear($('rerun-source')); run.shown = null; }
+    run.texts = [];
     showRefusal(e.code, e.message);
     $('rerun-close').focus();
   }
@@ -95,11 +98,11 @@ const progress = (what) => 'turn ' + run.sent + '/' + run.texts.length + ' · ' 
 
 /** Start re-run: a new live session on the agent picked, then every recorded text in order. */
 export async function startRerun() {
-  if (!run.a || run.phase === 'running' || run.phase === 'cancelling') return;
+  if (!run.shown || !run.texts.length || run.phase === 'running' || run.phase === 'cancelling') return;
   const agentId = $('rerun-agent').value;
   const agent = state.agents.find((x) => x.agent_id === agentId);
   if (!agent) return;
-  Object.assign(run, { phase: 'running', agentId, agentName: agentLabel(agent), sessionId: null, sent: 0, stop: false, b: null, comparison: null, error: null });
+  Object.assign(run, { phase: 'running', a: run.shown, agentId, agentName: agentLabel(agent), sessionId: null, sent: 0, stop: false, b: null, comparison: null, error: null });
   $('rerun-pane').hidden = true;
   const fromRecording = flight.replay !== null;
   // Leave the recording at once (the bar below takes its place in the same frame), not when the session answers.
@@ -144,6 +147,33 @@ function finish(end) {
   run.phase = end;
   run.comparison = comparisonDocument(run.a, run.b, { state: end, planned: run.texts.length, sent: run.sent }, new Date().toISOString());
   setBar(progress(end));
+  showComparison();
+}
+
+/**
+ * Compare with a file: the recording shown (A) against a run loaded from a file (B: a
+ * re-run exported earlier, a session document or an OTLP trace), checked as an import is.
+ */
+export async function loadRerunFile(file) {
+  if (!file || !run.shown || run.phase === 'running' || run.phase === 'cancelling') return;
+  $('rerun-error').hidden = true;
+  let doc;
+  try {
+    if (file.size > IMPORT_MAX_BYTES) throw new ImportRefused('import_too_large', 'the file is larger than ' + (IMPORT_MAX_BYTES >> 20) + ' MiB');
+    let text;
+    try { text = await file.text(); } catch (_) { throw new ImportRefused('import_unreadable', 'the file could not be read'); }
+    doc = parseImportText(text);
+  } catch (e) {
+    if (!(e instanceof ImportRefused)) throw e;
+    const node = $('rerun-error');
+    node.setAttribute('data-error-code', e.code);
+    fill(node, 'File refused: ' + e.code + ' — ' + e.message + '.');
+    node.hidden = false;
+    return;
+  }
+  Object.assign(run, { phase: 'file', a: run.shown, b: doc });
+  run.comparison = comparisonDocument(run.a, run.b, { state: 'file', planned: run.a.turns.length, sent: run.b.turns.length }, new Date().toISOString());
+  $('rerun-show').disabled = false;
   showComparison();
 }
 

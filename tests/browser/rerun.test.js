@@ -295,9 +295,15 @@ describe('re-run a recording on a live agent and compare the runs', () => {
       // rerun_post_004: both recordings kept; the re-run is the live session's recording (Export session / OTLP).
       const expA = JSON.parse((await download(page, '#rerun-export-a')).text);
       assert.deepEqual(expA.turns, A.turns);
-      const expB = JSON.parse((await download(page, '#rerun-export-b')).text);
+      const expBText = (await download(page, '#rerun-export-b')).text;
+      const expB = JSON.parse(expBText);
       assert.deepEqual(expB.turns, B.turns);
+      Object.assign(saved, { b: expBText, rows: r, comparison: cmp });
       await h.screenshot(page, '40-rerun-comparison');
+      if (process.env.UPDATE_DOCS_SCREENSHOT === '1' || !fs.existsSync(path.join(h.REPO_ROOT, 'docs', 'rerun.png'))) {
+        await page.evaluate(() => { document.getElementById('rerun-pane').scrollTop = 0; });
+        await (await page.$('#rerun-pane')).screenshot({ path: path.join(h.REPO_ROOT, 'docs', 'rerun.png') });
+      }
       // A row opens the two-turn Compare for that pair; Escape returns to the row.
       await page.focus('#rerun-out button.run-pair[data-turn="2"]');
       await page.keyboard.press('Enter');
@@ -345,6 +351,31 @@ describe('re-run a recording on a live agent and compare the runs', () => {
         assert.match(await page.textContent('#rerun-out'), /A: recording s_\w+ · agent Agent v1 · 5 turns/);
         await page.keyboard.press('Escape');
       }
+      await h.assertClean(assert, page, problems);
+    } finally {
+      await context.close();
+    }
+  });
+
+  test('Compare with a file: the recording shown against its re-run exported earlier: the same rows, nothing sent', async () => {
+    const { page, problems, context } = await h.openConsole(browser, host.url);
+    try {
+      await importText(page, saved.doc, 'a.json');
+      await page.click('#rerun-open');
+      const at = Date.now();
+      await page.setInputFiles('#rerun-file', { name: 'b.json', mimeType: 'application/json', buffer: Buffer.from('{"format":"nope"}') });
+      await h.waitFor(page, () => !document.getElementById('rerun-error').hidden, undefined, { what: 'the refused file' });
+      assert.equal(await page.getAttribute('#rerun-error', 'data-error-code'), 'import_wrong_format');
+      await page.setInputFiles('#rerun-file', { name: 'b.json', mimeType: 'application/json', buffer: Buffer.from(saved.b) });
+      await h.waitFor(page, () => !document.getElementById('rerun-result').hidden, undefined, { what: 'the comparison with the file' });
+      assert.equal(await page.isHidden('#rerun-error'), true);
+      assert.deepEqual(await rows(page), saved.rows, 'the rows the re-run showed');
+      const c = (await status(page)).comparison;
+      assert.deepEqual(c.run, { state: 'file', planned: 5, sent: 5 });
+      assert.deepEqual([c.rows, c.totals], [saved.comparison.rows, saved.comparison.totals]);
+      assert.deepEqual(schemaFaults(c), []);
+      assert.equal(await page.isVisible('#replay-banner'), true, 'the recording is still shown');
+      assert.deepEqual(problems.requests.filter((q) => q.at >= at && new URL(q.url).pathname.startsWith('/api/')), [], 'no request');
       await h.assertClean(assert, page, problems);
     } finally {
       await context.close();
