@@ -148,7 +148,7 @@ function wire() {
   const hasFiles = (e) => e.dataTransfer && [...e.dataTransfer.types].includes('Files');
   view.addEventListener('dragover', (e) => { if (hasFiles(e)) { e.preventDefault(); e.dataTransfer.dropEffect = 'copy'; } });
   view.addEventListener('drop', (e) => {
-    if (!hasFiles(e) || $('compare-pane').contains(e.target)) return;
+    if (!hasFiles(e) || $('compare-pane').contains(e.target) || $('rerun-pane').contains(e.target)) return;
     e.preventDefault();
     importFile(e.dataTransfer.files[0]);
   });
