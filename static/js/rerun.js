@@ -116,7 +116,8 @@ export async function startRerun() {
     run.phase = 'failed';
     run.error = $('config-status').textContent;
     if (fromRecording) leaveReplayToEmpty();
-    setBar('failed · ' + run.error);
+    setBar('');
+    fill($('rerun-state'), 'failed · ', up(run.error)); // the header's words, with the upstream's code
     $('rerun-dismiss').focus();
     return;
   }
