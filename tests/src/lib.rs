@@ -205,3 +205,13 @@ pub fn client() -> reqwest::Client {
 pub fn bench_client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
+
+/// CPU time the hypervisor gave to others while this machine's vCPUs wanted
+/// to run (`steal` in /proc/stat, all vCPUs, in USER_HZ ticks = 10 ms on Linux),
+/// for the benches' steal columns. Runs with steal show it: a vCPU not running
+/// delays every hop behind it.
+pub fn steal_ms() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().next()?.split_whitespace().collect::<Vec<_>>();
+    Some(cpu.get(8)?.parse::<u64>().ok()? * 10)
+}

@@ -147,15 +147,6 @@ fn rss_kib() -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
-/// CPU time the hypervisor gave to others while this machine's vCPUs wanted
-/// to run (`steal` in /proc/stat, all vCPUs, in USER_HZ ticks = 10 ms on Linux).
-/// Runs with steal show it: a vCPU not running delays every hop behind it.
-fn steal_ms() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let cpu = stat.lines().next()?.split_whitespace().collect::<Vec<_>>();
-    Some(cpu.get(8)?.parse::<u64>().ok()? * 10)
-}
-
 /// Steal since `before` (a `steal_ms()` reading), for a table cell.
 fn steal_since(before: Option<u64>) -> String {
     before.zip(steal_ms()).map_or("n/a".into(), |(a, b)| (b - a).to_string())

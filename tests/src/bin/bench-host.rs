@@ -14,6 +14,12 @@
 //! they are at hand; jco serve starts a worker per request, so it sends a
 //! twentieth of the requests of the others in each round.
 //!
+//! `BENCH_BASELINE_WASM=<dir>` (with a spin binary) adds a second Spin app in
+//! the same run whose components are the `.wasm` files in `<dir>` (a build
+//! from before a change), so the change is measured against it side by side.
+//! The run prints the machine's load average and the hypervisor's steal
+//! during the measured rounds.
+//!
 //! With `wrk` on PATH and a spin binary, it then measures the runtime floor the
 //! way the runtime-floor figures in docs/benchmarks/runs.md were taken: `wrk -t1 -c2` on the trivial
 //! component, host and Spin alternating for WRK_ROUNDS rounds.
@@ -154,7 +160,7 @@ async fn main() {
     // A tool inventory for the console's route (the probe takes any body).
     let inventory = r#"{"session_id":"s_1","agent_id":"sindra","tools":[{"name":"web_search","description":"Searches the web.","input_schema":{"type":"object"}}]}"#;
     let upstream = MockUpstream::start(move |_| async move { respond(200, "application/json", inventory) }).await;
-    let site = bench_site();
+    let site = bench_site(&|name| require_wasm(name));
     let options = || {
         TestAppOptions::new(site.join("spin.toml"))
             .variable("upstream_origin", &format!("http://{}", upstream.addr))
@@ -179,6 +185,18 @@ async fn main() {
             eprintln!("SPIN_BIN is not set: measuring the repo's host only");
             None
         }
+    };
+
+    let baseline = match (spin_bin(), std::env::var_os("BENCH_BASELINE_WASM")) {
+        (Some(bin), Some(dir)) => {
+            let dir = std::path::PathBuf::from(dir);
+            let site = bench_site(&|name| dir.join(name));
+            let options = TestAppOptions::new(site.join("spin.toml"))
+                .variable("upstream_origin", &format!("http://{}", upstream.addr))
+                .variable("upstream_url", &format!("http://{}", upstream.addr));
+            Some(TestApp::start_on(&Runtime::Spin(bin), options).await.unwrap())
+        }
+        _ => None,
     };
 
     // The same host with `[outbound_http] connection_pooling = false`: a new
@@ -217,11 +235,15 @@ async fn main() {
         all.push(Scenario::new(name, app.addr, "/api/sessions/s_1/tools", vec![], 200).await.share(share));
         portable.push(app);
     }
+    if let Some(app) = &baseline {
+        all.extend(scenarios("spin 4.0.2, baseline build", app, &upstream).await);
+    }
     for s in &mut all {
         for _ in 0..200 / s.share {
             s.once().await;
         }
     }
+    let (load, steal) = (load_average(), steal_ms());
     for round in 0..ROUNDS {
         // Rotate who goes first, so no scenario always follows the same neighbour.
         let len = all.len();
@@ -231,6 +253,9 @@ async fn main() {
         }
     }
 
+    let steal = steal.zip(steal_ms()).map_or("n/a".into(), |(a, b)| (b - a).to_string());
+    println!("load average {load} before the rounds, {} after; steal during them {steal} ms", load_average());
+    println!();
     println!("| scenario | p50 ms | p99 ms | req/s |");
     println!("|---|---|---|---|");
     for s in &all {
@@ -286,9 +311,41 @@ async fn main() {
             s.per_sec() / all[3].per_sec()
         );
     }
+    // Under Spin, the small answers' tails against the direct hit's, and against
+    // the baseline build's in the same run.
+    let direct_p99 = direct.p(0.99).as_secs_f64();
+    for s in all.iter().filter(|s| s.name.starts_with("spin 4.0.2") && !s.name.contains("trivial")) {
+        println!(
+            "- {}: p99 {} ms ({:.1}x the direct hit's p99), added p50 {} ms",
+            s.name,
+            ms(s.p(0.99)),
+            s.p(0.99).as_secs_f64() / direct_p99,
+            ms(added(s))
+        );
+    }
+    if baseline.is_some() {
+        let by = |name: &str| all.iter().find(|s| s.name == name).expect("measured");
+        for route in
+            ["console GET /api/sessions/s_1/tools (debug-api -> upstream)", "proxied GET (probe /fetch -> upstream)"]
+        {
+            let (this, before) =
+                (by(&format!("spin 4.0.2: {route}")), by(&format!("spin 4.0.2, baseline build: {route}")));
+            println!(
+                "- spin 4.0.2, {route}: this build / baseline build: p99 {:.3}, p50 {:.3}",
+                this.p(0.99).as_secs_f64() / before.p(0.99).as_secs_f64(),
+                this.p(0.5).as_secs_f64() / before.p(0.5).as_secs_f64()
+            );
+        }
+    }
     if let Some(spin) = &spin {
         wrk_floor(&host, spin);
     }
+}
+
+/// The 1-minute load average, as /proc/loadavg has it.
+fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().next().unwrap_or("n/a").to_string()
 }
 
 const WRK_ROUNDS: usize = 3;
@@ -337,9 +394,12 @@ fn wrk_floor(host: &TestApp, spin: &TestApp) {
 }
 
 /// A temp app: the static component over a 32 KB page, the probe, and the
-/// console's debug-api against the mock upstream.
-fn bench_site() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("ratatoskr-bench-{}", std::process::id()));
+/// console's debug-api against the mock upstream; `wasm` names each
+/// component's file.
+fn bench_site(wasm: &dyn Fn(&str) -> std::path::PathBuf) -> std::path::PathBuf {
+    static SITES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let site = SITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("ratatoskr-bench-{}-{site}", std::process::id()));
     let static_dir = dir.join("static");
     std::fs::create_dir_all(&static_dir).unwrap();
     let mut page = String::from(
@@ -356,7 +416,7 @@ fn bench_site() -> std::path::PathBuf {
     page.push_str("<script>document.title = 'bench';</script></body></html>\n");
     std::fs::write(static_dir.join("index.html"), page).unwrap();
     static_core::precompress::precompress_dir(&static_dir, &dir.join("precompressed")).unwrap();
-    let wasm = |name: &str| require_wasm(name).display().to_string();
+    let wasm = |name: &str| wasm(name).display().to_string();
     let manifest = format!(
         r#"spin_manifest_version = 2
 [application]
