@@ -21,7 +21,7 @@ import { leaveReplayToEmpty } from './replay.js';
 // a: the recording compared; b: the re-run as recorded (or loaded from a file).
 const run = {
   phase: 'idle', shown: null, a: null, texts: [], agentId: null, agentName: null, sessionId: null, sent: 0,
-  stop: false, b: null, comparison: null, error: null,
+  stop: false, b: null, recording: null, comparison: null, error: null,
 };
 
 const clone = (v) => JSON.parse(JSON.stringify(v));
@@ -102,7 +102,7 @@ export async function startRerun() {
   const agentId = $('rerun-agent').value;
   const agent = state.agents.find((x) => x.agent_id === agentId);
   if (!agent) return;
-  Object.assign(run, { phase: 'running', a: run.shown, agentId, agentName: agentLabel(agent), sessionId: null, sent: 0, stop: false, b: null, comparison: null, error: null });
+  Object.assign(run, { phase: 'running', a: run.shown, agentId, agentName: agentLabel(agent), sessionId: null, sent: 0, stop: false, b: null, recording: null, comparison: null, error: null });
   $('rerun-pane').hidden = true;
   const fromRecording = flight.replay !== null;
   // Leave the recording at once (the bar below takes its place in the same frame), not when the session answers.
@@ -122,6 +122,8 @@ export async function startRerun() {
     return;
   }
   run.sessionId = state.sessionId;
+  run.b = clone(buildExport());
+  run.recording = flight.session; // its turns, should the session be left mid-turn
   $('message').disabled = true; // the composer is the re-run's until it ends
   $('rerun-cancel').focus(); // startSession gave the composer focus
   let end = 'ended';
@@ -144,6 +146,8 @@ function finish(end) {
   if (state.sessionId === run.sessionId) {
     run.b = clone(buildExport());
     $('message').disabled = false;
+  } else {
+    run.b.turns = clone(run.recording.turns); // left: every turn sent, the last one as far as it got
   }
   run.phase = end;
   run.comparison = comparisonDocument(run.a, run.b, { state: end, planned: run.texts.length, sent: run.sent }, new Date().toISOString());

@@ -65,7 +65,9 @@ const SCRIPTS = {
 
 function scenario() {
   return {
-    agents: [{ agent_id: 'v1', display_name: 'Agent v1' }, { agent_id: 'v2', display_name: 'Agent v2' }, { agent_id: 'slow', display_name: 'Agent slow' }],
+    agents: [{ agent_id: 'v1', display_name: 'Agent v1' }, { agent_id: 'v2', display_name: 'Agent v2' }, { agent_id: 'slow', display_name: 'Agent slow' },
+      { agent_id: 'down', display_name: 'Agent down' }],
+    sessionRefused: (agentId) => agentId === 'down',
     tools: (s) => ({ session_id: s.session_id, agent_id: s.agent_id, tools: [{ name: 'lookup', description: 'Look it up.' }] }),
     bifrost: (s) => ({ session_id: s.session_id, agent_id: s.agent_id, endpoint: 'http://mock.invalid/v1', model: 'mock-' + s.agent_id, caps: {}, tools: [], bound_at: '2026-11-03T09:00:00Z', inflight_turns: 0,
       last_dispatch: s.turns ? { turn_id: 't_' + s.turns, latency_ms: 5, status: 'ok' } : null }),
@@ -449,6 +451,47 @@ describe('re-run a recording on a live agent and compare the runs', () => {
       await context.close();
     }
   });
+  test('importing a file mid-run interrupts the re-run (its stream closed, the rest not run); a session that cannot start fails it, nothing sent', async () => {
+    const { page, problems, context } = await h.openConsole(browser, host.url, { allowNetworkErrors: [{ path: /^\/api\/sessions$/, status: 503 }, { path: /^\/api\/sessions$/, status: 502 }] });
+    try {
+      await importText(page, saved.doc, 'a.json');
+      await page.click('#rerun-open');
+      await page.selectOption('#rerun-agent', 'slow');
+      await page.click('#rerun-start');
+      await h.waitFor(page, () => document.getElementById('rerun-state').textContent === 'turn 1/5 · running' && /^t_/.test(window.ratatoskrConsole.state.turnId || ''),
+        undefined, { what: 'the first turn under way' });
+      const sessionB = (await status(page)).session_id;
+      await importText(page, saved.doc, 'a-again.json');
+      const end = await waitForEnd(page, 10_000);
+      assert.equal(end.phase, 'interrupted');
+      assert.equal(await page.textContent('#rerun-state'), 'turn 1/5 · interrupted');
+      assert.deepEqual(end.comparison.run, { state: 'interrupted', planned: 5, sent: 1 });
+      assert.deepEqual(end.comparison.rows.map((r) => [r.pair, r.status.b]), [['paired', 'running'], ...Array(4).fill(['not_run', null])], 'the turn left as far as it got, the rest not run');
+      await h.waitFor(page, () => !window.ratatoskrConsole.state.turnRunning, undefined, { what: 'no turn running' });
+      const closed = Date.now() + 5000;
+      while (sessionStreams(sessionB).some((x) => x.closed === null) && Date.now() < closed) await h.sleep(50);
+      assert.deepEqual(sessionStreams(sessionB).map((x) => [x.text, x.closed !== null]), [['hello there', true]], 'one text sent, its stream closed');
+      await page.keyboard.press('Escape');
+
+      // A session that cannot start: the bar says why; nothing is sent, nothing compared.
+      await page.click('#rerun-open');
+      await page.selectOption('#rerun-agent', 'down');
+      const before = mock.turnStreams.length;
+      await page.click('#rerun-start');
+      const failed = await waitForEnd(page, 10_000);
+      assert.equal(failed.phase, 'failed');
+      assert.equal(failed.comparison, null);
+      assert.match(await page.textContent('#rerun-state'), /^failed · could not start a session: \w+ \(HTTP 5\d\d\)$/);
+      assert.equal(await page.isDisabled('#rerun-show'), true);
+      assert.equal(mock.turnStreams.length, before);
+      assert.equal(await page.isHidden('#replay-banner'), true, 'the recording was left, the console is empty');
+      assert.equal(await page.textContent('#session-id'), 'none');
+      await h.assertClean(assert, page, problems);
+    } finally {
+      await context.close();
+    }
+  });
+
   test('the XSS corpus through a re-run and its comparison sheet: user texts, tool names and error messages stay text', async () => {
     const { page, problems, context } = await h.openConsole(browser, host.url);
     try {

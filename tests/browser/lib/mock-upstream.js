@@ -22,6 +22,7 @@ class MockUpstream {
    *   affect(agentId, readIndex) -> snapshot | {status},
    *   turn(ctx) -> async; ctx = {session, text, turnId, index, send(event, data), sleep(ms), cancelled}
    *   adminEvents(session) -> [{type, data}] sent when a stream opens (for the newest session)
+   *   sessionRefused(agentId) -> true: POST /v1/sessions answers 503 for that agent (optional)
    * }
    */
   constructor(scenario) {
@@ -124,6 +125,7 @@ class MockUpstream {
     if (req.method === 'POST' && url.pathname === '/v1/sessions') {
       const body = await this.body(req);
       if (!s.agents.some((a) => a.agent_id === body.agent_id)) return this.json(res, 404, { error: 'unknown_agent' });
+      if (s.sessionRefused && s.sessionRefused(body.agent_id)) return this.json(res, 503, { error: 'agent_unavailable' });
       const id = 's_' + crypto.randomBytes(8).toString('hex');
       const session = { session_id: id, agent_id: body.agent_id, end_user_id: body.end_user_id, turns: 0 };
       this.sessions.set(id, session);
