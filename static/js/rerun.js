@@ -134,8 +134,7 @@ export async function startRerun() {
     setBar(progress('running'));
     await sendText(text); // resolves once the turn's stream is over: the next text waits for its terminal
     if (state.sessionId !== run.sessionId) { end = 'interrupted'; break; }
-    run.b = clone(buildExport());
-    const last = run.b.turns[run.b.turns.length - 1];
+    const last = run.recording.turns[run.recording.turns.length - 1];
     if (last && last.terminal && last.terminal.kind === 'cancelled') { end = 'cancelled'; break; } // an error turn is recorded and the run goes on
   }
   if (run.stop && end === 'ended') end = 'cancelled';
