@@ -15,7 +15,7 @@ import { closeCompare, loadCompareFile, openCompare, refreshCompareChoices, runC
 import { compareTurns, jsonDiff, turnFacts, wordDiff } from './compare.js';
 import { otlpToSession, parseImportText, sessionToOtlp } from './otlp.js';
 import {
-  cancelRerun, closeRerun, dismissRerunBar, exportComparison, exportRun, loadRerunFile, openRerun, openRunPair, rerunStatus, showComparison, startRerun,
+  cancelRerun, closeRerun, dismissRerunBar, exportComparison, exportRun, loadRerunFile, openRerun, openRunPair, rerunAgain, rerunStatus, showComparison, startRerun,
 } from './rerun.js';
 import { compareRuns, rerunPlan, tokenJaccard } from './run-compare.js';
 import {
@@ -133,6 +133,7 @@ function wire() {
   $('rerun-export').addEventListener('click', exportComparison);
   $('rerun-export-a').addEventListener('click', () => exportRun('a'));
   $('rerun-export-b').addEventListener('click', () => exportRun('b'));
+  $('rerun-again').addEventListener('click', rerunAgain);
   $('rerun-load').addEventListener('click', () => $('rerun-file').click());
   $('rerun-file').addEventListener('change', (e) => {
     const file = e.target.files && e.target.files[0];

@@ -45,7 +45,12 @@ function currentRecording() {
 }
 
 /** "Re-run on …": the sheet with the recording's summary and the agent picker, or why it cannot run. */
-export function openRerun() {
+export function openRerun() { openSetup(currentRecording); }
+
+/** "Re-run A again…": the last comparison's recording, on an agent picked again. */
+export function rerunAgain() { if (run.a) openSetup(() => ({ source: 'recording A', doc: run.a })); }
+
+function openSetup(recording) {
   if (run.phase === 'running' || run.phase === 'cancelling') return;
   $('rerun-error').hidden = true;
   $('rerun-result').hidden = true;
@@ -58,7 +63,7 @@ export function openRerun() {
   $('rerun-pane').hidden = false;
   let rec;
   try {
-    rec = currentRecording();
+    rec = recording();
     run.shown = rec.doc;
     $('rerun-load').disabled = false; // comparing with a file needs no user text
     fill($('rerun-source'), 'From the ' + rec.source + ' ', up(rec.doc.session_id), ' · agent ', up(agentLabel(rec.doc.agent)), ' · ' + rec.doc.turns.length + ' turn' + (rec.doc.turns.length === 1 ? '' : 's'));

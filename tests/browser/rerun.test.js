@@ -320,6 +320,13 @@ describe('re-run a recording on a live agent and compare the runs', () => {
       assert.equal(await page.isHidden('#rerun-pane'), true);
       assert.equal(await page.evaluate(() => document.activeElement.id), 'rerun-open');
       assert.equal(await page.isDisabled('#message'), false, 'the composer is the operator\'s again');
+      // Re-run A again: the same recording, not the live session (B), offered again.
+      await page.click('#rerun-show');
+      await page.click('#rerun-again');
+      assert.equal(await page.textContent('#rerun-source'), `From the recording A ${sessionA} · agent Agent v1 · 5 turns`);
+      assert.equal(await page.inputValue('#rerun-agent'), 'v1');
+      assert.equal(await page.isEnabled('#rerun-start'), true);
+      await page.keyboard.press('Escape');
       // The sheet closed, the live session's own exports are the re-run's.
       const own = JSON.parse((await download(page, '#export-session')).text);
       assert.deepEqual([own.session_id, own.agent.agent_id, own.turns], [sessionB, 'v2', B.turns]);
