@@ -528,3 +528,82 @@ async fn inv_admin_key_admin_stream_redacted_across_chunk_boundaries_at_full_spe
         assert!(!app.log().contains(key), "a key was logged");
     }
 }
+
+/// The alert webhook's bodies (docs/alerts.md) hold no key, in their bytes or
+/// decoded, whatever the turn stream carried: keys raw and JSON-escaped in the
+/// turn id, the error's code and message, the user's own text, with and
+/// without `alert_include_text`; a stall, an error and a drop each fire.
+#[tokio::test(flavor = "multi_thread")]
+async fn inv_admin_key_alert_webhook_bodies_hold_no_key() {
+    let keys = Keys::random();
+    let (admin, consumer) = (keys.admin.clone(), keys.consumer.clone());
+    let esc = |k: &str| k.chars().map(|c| format!("\\u{:04x}", c as u32)).collect::<String>();
+    let (ea, ec) = (esc(&admin), esc(&consumer));
+    // Each turn: what the upstream sends, then whether it ends the body after a pause (a stall and a drop).
+    let scripts = [
+        format!("event: turn.started\ndata: {{\"turn_id\":\"{admin}\"}}\n\nevent: error\ndata: {{\"code\":\"{consumer}\",\"message\":\"{admin} {ea} {ec}\"}}\n\n"),
+        format!("event: turn.started\ndata: {{\"turn_id\":\"t_{ea}\"}}\n\nevent: text\ndata: {{\"delta\":\"{consumer}\"}}\n\n"),
+    ];
+    let turn = Arc::new(Mutex::new(0usize));
+    let mock = {
+        let (turn, scripts) = (turn.clone(), scripts.clone());
+        MockUpstream::start(move |r| {
+            let script = scripts[*turn.lock().unwrap() % scripts.len()].clone();
+            async move {
+                if !r.path_and_query.ends_with("/turns") {
+                    return respond(404, "application/json", "{}");
+                }
+                let (sender, response) = streaming(200, "text/event-stream");
+                let _ = sender.send(script.into());
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(700)).await;
+                    drop(sender);
+                });
+                response
+            }
+        })
+        .await
+    };
+    let hook = MockUpstream::start(|_| async { respond(200, "text/plain", "ok") }).await;
+    for include_text in ["false", "true"] {
+        let options = app_options(&keys)
+            .redirect(UPSTREAM, &mock)
+            .redirect(AFFECT, &mock)
+            .redirect("webhook.test:80", &hook)
+            .variable("alert_webhook_url", "http://webhook.test/hook")
+            .variable("alert_webhook_origin", "http://webhook.test")
+            .variable("alert_stall_ms", "200")
+            .variable("alert_include_text", include_text);
+        let app = start(options).await;
+        for index in 0..scripts.len() {
+            *turn.lock().unwrap() = index;
+            let text = format!("my keys are {admin} and {consumer}");
+            let body = serde_json::json!({ "text": text, "agent_id": "sindra" }).to_string();
+            transcript(&app, ("POST", "/api/sessions/s_1/turns", body.as_str(), None)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let log = app.log();
+        for key in keys.all() {
+            assert!(!log.contains(key), "a key was logged:\n{log}");
+        }
+    }
+    // Error, then stall + drop, for each setting: six alerts.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while hook.requests().len() < 6 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let bodies: Vec<String> = hook.requests().iter().map(|r| String::from_utf8_lossy(&r.body).into_owned()).collect();
+    let kinds: Vec<String> = bodies
+        .iter()
+        .map(|b| serde_json::from_str::<serde_json::Value>(b).unwrap()["alert"]["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kinds, ["error", "stall", "dropped", "error", "stall", "dropped"], "{bodies:?}");
+    for body in &bodies {
+        let decoded = serde_json::from_str::<serde_json::Value>(body).unwrap().to_string();
+        for key in keys.all() {
+            assert!(!body.contains(key) && !decoded.contains(key), "a key reached the webhook:\n{body}");
+        }
+        assert!(!body.contains(&ea) && !body.contains(&ec), "an escaped key reached the webhook:\n{body}");
+    }
+    assert!(bodies[3].contains("my keys are [redacted] and [redacted]"), "the text went, redacted: {}", bodies[3]);
+}
