@@ -7,6 +7,7 @@
 
 import { $, clear, el, up } from './dom.js';
 import { ADMIN_EVENTS_CAP, state } from './console-state.js';
+import { raiseAlert } from './alerts.js';
 
 const EXPORT_FORMAT = 'ratatoskr-session';
 const EXPORT_VERSION = 1;
@@ -147,6 +148,10 @@ function flightStallTick() {
   if (!live.stall.node) {
     live.stall.node = el('div', { class: 'stall-marker', role: 'status' });
     live.nodes.node.append(live.stall.node);
+    if (!flight.replay && flight.session) {
+      raiseAlert('stall', flight.session.session_id + ':' + live.turn.index, 'turn stalled',
+        'no delta for ' + (live.stallMs / 1000).toFixed(1) + ' s · session ' + flight.session.session_id);
+    }
   }
   const text = '⏸ stalled · no delta for ' + (silent / 1000).toFixed(1) + ' s';
   if (live.stall.node.textContent !== text) live.stall.node.textContent = text;

@@ -8,6 +8,7 @@ import { state } from './console-state.js';
 import { buildExport, detectBuffering, exportSession, flight, parseSessionDocument, turnTimeline } from './flight-recorder.js';
 import { adminEventMatches, loadBifrost, sparkline, toggleAdminPause, trendDelta } from './panes.js';
 import { cancelTurn, loadConfig, sendTurn, startSession } from './transcript.js';
+import { alerts, alertsVisibilityChanged, renderAlertsButton, toggleAlerts } from './alerts.js';
 import {
   exportOtlp, importFile, leaveReplayToEmpty, replayLog, replayRestart, replaySetSpeed, replayStatus, replayStep, replayToggle, replayedTurns,
 } from './replay.js';
@@ -73,6 +74,9 @@ function wire() {
     for (const li of $('admin-events').children) li.hidden = !adminEventMatches(li);
   });
   window.addEventListener('pagehide', () => { if (state.adminES) state.adminES.close(); });
+  // Alerts while the tab is hidden (alerts.js): the button asks for permission once.
+  $('alerts-toggle').addEventListener('click', toggleAlerts);
+  document.addEventListener('visibilitychange', alertsVisibilityChanged);
 
   // Playground view.
   $('tab-console').addEventListener('click', () => selectView('console'));
@@ -163,10 +167,13 @@ window.ratatoskrConsole = Object.freeze({
   otlp: Object.freeze({ sessionToOtlp, otlpToSession, parseImportText }),
   // The replay: its state, each applied step's recorded time and wall times (performance.now()), the turns it recorded again.
   replay: Object.freeze({ status: replayStatus, log: replayLog, turns: replayedTurns }),
+  // The alerts raised while hidden, and whether notifications are on.
+  alerts: Object.freeze({ get on() { return alerts.on; }, get raised() { return alerts.raised.map((a) => ({ ...a })); } }),
   // The re-run: its phase, progress, the texts it sends and its comparison; the pure model.
   rerun: Object.freeze({ status: rerunStatus, compareRuns, rerunPlan, tokenJaccard }),
 });
 
 wire();
+renderAlertsButton();
 showView(viewFromHash());
 loadConfig();

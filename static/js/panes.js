@@ -6,6 +6,7 @@ import { $, Upstream, el, fill, up } from './dom.js';
 import { api, describeError, tryApi } from './api.js';
 import { ADMIN_EVENTS_CAP, state } from './console-state.js';
 import { flight, flightAdminShown, flightAffect, flightBifrost, flightTools, isObject } from './flight-recorder.js';
+import { raiseAlert } from './alerts.js';
 
 const HIST_CAP = 24;
 const PAD_POLL_MS = [1500, 3500, 6500, 10500];
@@ -290,6 +291,7 @@ export function openAdminEvents(sessionId) {
     try { reason = String(JSON.parse(e.data).reason ?? 'unknown'); } catch (_) { /* keep unknown */ }
     // The server ended the stream; EventSource reconnects with Last-Event-ID.
     setAdminLight('error', 'stream_error: ', up(reason));
+    raiseAlert('stream_error', sessionId + ':' + reason, 'admin stream ended', 'stream_error ' + reason + ' · session ' + sessionId);
   });
 }
 

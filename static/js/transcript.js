@@ -5,6 +5,7 @@ import { $, clear, el, fill, setText, up } from './dom.js';
 import { api, describeError, readResult, tryApi } from './api.js';
 import { readSse } from './sse.js';
 import { state } from './console-state.js';
+import { raiseAlert } from './alerts.js';
 import {
   TURN_TERMINALS, flight, flightEvent, flightSessionStart, flightSseHooks, flightStopStall, flightTurnCut, flightTurnEnd, flightTurnStart,
 } from './flight-recorder.js';
@@ -240,7 +241,7 @@ export async function sendText(text) {
   };
   try {
     const response = await fetch('/api/sessions/' + encodeURIComponent(state.sessionId) + '/turns', {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text }), signal: controller.signal,
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text, agent_id: state.agentId }), signal: controller.signal,
     });
     if (!response.ok) {
       const refused = describeError(await readResult(response));
@@ -310,6 +311,10 @@ export function terminalParts(kind, data) {
 
 function terminal(kind, data) {
   const view = state.turnView;
+  if (kind === 'error' && view && !view.replayed) {
+    const key = state.sessionId + ':' + (flight.live ? flight.live.turn.index : '?');
+    raiseAlert('error', key, 'turn ended in error', 'error ' + String(data.code ?? 'unknown') + ' · session ' + state.sessionId);
+  }
   if (view) view.ended = true;
   hideThinkingNote();
   hideAwaiting();

@@ -22,6 +22,7 @@ class MockUpstream {
    *   affect(agentId, readIndex) -> snapshot | {status},
    *   turn(ctx) -> async; ctx = {session, text, turnId, index, send(event, data), sleep(ms), cancelled}
    *   adminEvents(session) -> [{type, data}] sent when a stream opens (for the newest session)
+   *   adminEnds(session) -> true: that stream then ends (optional)
    *   sessionRefused(agentId) -> true: POST /v1/sessions answers 503 for that agent (optional)
    * }
    */
@@ -195,6 +196,12 @@ class MockUpstream {
     const newest = this.sessions.get(this.sessionOrder[this.sessionOrder.length - 1]);
     const events = newest && this.scenario.adminEvents ? this.scenario.adminEvents(newest) : [];
     for (const ev of events) res.write(sseFrame(ev.type, ev.data, this.admin.nextId++));
+    // adminEnds(session): the stream ends after its events (the proxy's stream_error connection_dropped).
+    if (newest && this.scenario.adminEnds && this.scenario.adminEnds(newest)) {
+      res.end();
+      this.admin.open -= 1;
+      return;
+    }
     // Heartbeats keep the stream busy; the proxy drops them (system.heartbeat).
     const beat = setInterval(() => res.write(sseFrame('system.heartbeat', {}, this.admin.nextId++)), 500);
     this.timers.add(beat);
