@@ -228,14 +228,19 @@ fn push_admin_frame(out: &mut String, id: u64, json: &str) {
 /// `json` must be one line (compact JSON, or data without CR or LF).
 fn push_admin_frame_text(out: &mut String, id: &str, json: &str) {
     debug_assert!(!json.contains(['\r', '\n']));
-    // A constant name, digits and one line: nothing to check or split.
+    push_admin_frame_head(out, id);
+    out.push_str(json);
+    out.push_str("\n\n");
+}
+
+/// A frame up to its one data line's text: a constant name, digits and one
+/// line, so nothing to check or split.
+fn push_admin_frame_head(out: &mut String, id: &str) {
     out.push_str("event: ");
     out.push_str(ADMIN_EVENT_NAME);
     out.push_str("\nid: ");
     out.push_str(id);
     out.push_str("\ndata: ");
-    out.push_str(json);
-    out.push_str("\n\n");
 }
 
 /// What the proxy does after a [`AdminEventFilter`] call.
@@ -275,7 +280,6 @@ pub struct AdminEventFilter {
     session_id: Option<String>,
     stats: FilterStats,
     stopped: Option<StreamError>,
-    json: Vec<u8>,
     /// Written before each frame, inside its block ([`Self::set_frame_prefix`]).
     prefix: String,
 }
@@ -291,7 +295,6 @@ impl AdminEventFilter {
             session_id,
             stats: FilterStats::default(),
             stopped: None,
-            json: Vec::new(),
             prefix: String::new(),
         }
     }
@@ -325,7 +328,7 @@ impl AdminEventFilter {
         if let Some(err) = self.stopped {
             return Flow::Stop(err);
         }
-        let AdminEventFilter { parser, session_id, stats, json, prefix, .. } = self;
+        let AdminEventFilter { parser, session_id, stats, prefix, .. } = self;
         let mut failure: Option<StreamError> = None;
         let parsed = parser.feed_with(chunk, |item| {
             if failure.is_some() {
@@ -333,7 +336,7 @@ impl AdminEventFilter {
             }
             match item {
                 ItemRef::Comment(_) => stats.comments += 1,
-                ItemRef::Event(event) => match forward(event, session_id.as_deref(), stats, json, prefix, out) {
+                ItemRef::Event(event) => match forward(event, session_id.as_deref(), stats, prefix, out) {
                     Ok(()) => {}
                     Err(err) => failure = Some(err.into()),
                 },
@@ -380,7 +383,6 @@ fn forward(
     event: EventRef,
     session_id: Option<&str>,
     stats: &mut FilterStats,
-    json: &mut Vec<u8>,
     prefix: &str,
     out: &mut String,
 ) -> Result<(), AdminEventError> {
@@ -393,45 +395,53 @@ fn forward(
     if !matches_web(event.event, probe.session_id.as_deref(), session_id) {
         return Ok(());
     }
-    json.clear();
     let mut digits = itoa::Buffer::new();
     let id_text = digits.format(id);
-    if memchr::memchr3(b'\\', b'\n', b'\r', event.data.as_bytes()).is_none() {
-        json.extend_from_slice(b"{\"id\":");
-        json.extend_from_slice(id_text.as_bytes());
-        json.extend_from_slice(b",\"type\":");
-        push_json_str(json, event.event);
-        json.extend_from_slice(b",\"timestamp\":");
-        match &probe.timestamp {
-            Some(ts) => push_json_str(json, ts),
-            None => json.extend_from_slice(b"null"),
+    // The frame is written in place: every piece is text already, so there is
+    // no buffer to copy and nothing to validate again.
+    let slow = memchr::memchr3(b'\\', b'\n', b'\r', event.data.as_bytes()).is_some();
+    let decoded = match slow {
+        true => {
+            let admin = AdminEvent::from_sse(&event.to_owned())?;
+            // Serializing a string-keyed map cannot fail; if it somehow did,
+            // refusing the event is the safe side.
+            Some(serde_json::to_string(&admin).map_err(|_| AdminEventError::MalformedSseData)?)
         }
-        json.extend_from_slice(b",\"data\":");
-        json.extend_from_slice(event.data.as_bytes());
-        json.push(b'}');
-    } else {
-        let admin = AdminEvent::from_sse(&event.to_owned())?;
-        // Serializing a string-keyed map into a Vec cannot fail; if it somehow
-        // did, refusing the event is the safe side.
-        serde_json::to_writer(&mut *json, &admin).map_err(|_| AdminEventError::MalformedSseData)?;
-    }
-    let text = std::str::from_utf8(json).map_err(|_| AdminEventError::MalformedSseData)?;
+        false => None,
+    };
     out.push_str(prefix);
-    push_admin_frame_text(out, id_text, text);
+    match decoded {
+        Some(json) => push_admin_frame_text(out, id_text, &json),
+        None => {
+            push_admin_frame_head(out, id_text);
+            out.push_str("{\"id\":");
+            out.push_str(id_text);
+            out.push_str(",\"type\":");
+            push_json_str(out, event.event);
+            out.push_str(",\"timestamp\":");
+            match &probe.timestamp {
+                Some(ts) => push_json_str(out, ts),
+                None => out.push_str("null"),
+            }
+            out.push_str(",\"data\":");
+            out.push_str(event.data);
+            out.push_str("}\n\n");
+        }
+    }
     stats.forwarded += 1;
     Ok(())
 }
 
 /// `text` as a JSON string: copied when nothing in it needs an escape (an
 /// event name, nearly always), else serde_json's escaping.
-fn push_json_str(json: &mut Vec<u8>, text: &str) {
+fn push_json_str(json: &mut String, text: &str) {
     if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        json.push(b'"');
-        json.extend_from_slice(text.as_bytes());
-        json.push(b'"');
+        json.push('"');
+        json.push_str(text);
+        json.push('"');
     } else {
-        // Writing a str into a Vec cannot fail.
-        let _ = serde_json::to_writer(json, text);
+        // A str always serializes.
+        json.push_str(&serde_json::to_string(text).expect("a str serializes"));
     }
 }
 
@@ -975,9 +985,9 @@ mod tests {
     #[test]
     fn json_strings_are_written_as_serde_json_writes_them() {
         for text in ["turn.started", "", "é — 😀", "a\"b", "a\\b", "tab\there", "\u{1}", "\u{7f}", "</script>"] {
-            let mut json = Vec::new();
+            let mut json = String::new();
             push_json_str(&mut json, text);
-            assert_eq!(String::from_utf8(json).unwrap(), serde_json::to_string(text).unwrap(), "{text:?}");
+            assert_eq!(json, serde_json::to_string(text).unwrap(), "{text:?}");
         }
     }
 

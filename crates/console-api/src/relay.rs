@@ -90,19 +90,24 @@ impl Relay {
 pub struct AdminRelay {
     filter: AdminEventFilter,
     redactor: Redactor,
-    frames: String,
 }
 
 impl AdminRelay {
     pub fn new(session_id: Option<String>, redactor: Redactor) -> Self {
-        Self { filter: AdminEventFilter::new(session_id), redactor, frames: String::new() }
+        Self { filter: AdminEventFilter::new(session_id), redactor }
     }
 
     pub fn feed(&mut self, chunk: &[u8], ms: u64, out: &mut String) -> RelayFlow {
         self.stamp_frames(ms);
-        let flow = self.filter.feed(chunk, &mut self.frames);
+        // The frames are written in place and scanned there; rewritten only
+        // when a key is found (never, in a healthy stream).
+        let start = out.len();
+        let flow = self.filter.feed(chunk, out);
         // Whole frames only, so a key cannot straddle two chunks (INV-ADMIN-KEY).
-        out.push_str(&self.redactor.redact(&self.frames));
+        if let Cow::Owned(clean) = self.redactor.redact(&out[start..]) {
+            out.truncate(start);
+            out.push_str(&clean);
+        }
         match flow {
             Flow::Continue => RelayFlow::Continue,
             Flow::Stop(_) => RelayFlow::Ended,
@@ -112,15 +117,13 @@ impl AdminRelay {
     /// A healthy firehose never ends: its end is `connection_dropped`.
     pub fn finish(&mut self, ms: u64, out: &mut String) {
         self.stamp_frames(ms);
-        let _ = self.filter.finish(&mut self.frames);
-        out.push_str(&self.frames);
+        let _ = self.filter.finish(out);
     }
 
     /// Ends the stream for a reason found before any upstream byte.
     pub fn fail(&mut self, err: StreamError, ms: u64, out: &mut String) {
         self.stamp_frames(ms);
-        let _ = self.filter.fail(err, &mut self.frames);
-        out.push_str(&self.frames);
+        let _ = self.filter.fail(err, out);
     }
 
     /// Every frame of this read opens with its stamp (formatted once per
@@ -129,7 +132,6 @@ impl AdminRelay {
         let mut line = String::new();
         stamp(&mut line, ms);
         self.filter.set_frame_prefix(&line);
-        self.frames.clear();
     }
 }
 
