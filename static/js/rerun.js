@@ -74,7 +74,7 @@ function openSetup(recording) {
     const offered = state.agents.some((agent) => agent.agent_id === plan.agent_id);
     select.value = offered ? plan.agent_id : state.agents[0].agent_id;
     fill($('rerun-note'), plan.texts.length + ' user text' + (plan.texts.length === 1 ? '' : 's') + ' will be sent in order, each once the previous turn has ended, in a new live session. ',
-      offered ? 'The recorded agent is picked.' : ['The recorded agent ', up(plan.agent_id), ' is not offered here: pick one.']);
+      ...(offered ? ['The recorded agent is picked.'] : ['The recorded agent ', up(plan.agent_id), ' is not offered here: pick one.']));
     $('rerun-start').disabled = false;
     select.focus();
   } catch (e) {

@@ -366,6 +366,27 @@ describe('re-run a recording on a live agent and compare the runs', () => {
     }
   });
 
+  test('a GenAI trace from another tool re-run: its user texts upstream in order; its agent not offered here, so the sheet says so and picks the first', async () => {
+    const { page, problems, context } = await h.openConsole(browser, host.url);
+    try {
+      await importText(page, fs.readFileSync(path.join(__dirname, 'fixtures', 'otlp-genai-foreign.json'), 'utf8'), 'foreign.json');
+      const texts = await page.evaluate(() => window.ratatoskrConsole.flight.buildExport().turns.map((t) => t.user_text));
+      assert.ok(texts.length >= 1 && texts.every((t) => t.trim() !== ''), 'the fixture carries user texts');
+      await page.click('#rerun-open');
+      assert.match(await page.textContent('#rerun-note'), / The recorded agent travel-bot is not offered here: pick one\.$/);
+      assert.equal(await page.inputValue('#rerun-agent'), 'v1', 'the first agent offered');
+      await page.click('#rerun-start');
+      const end = await waitForEnd(page);
+      assert.equal(end.phase, 'ended');
+      assert.deepEqual(sessionStreams(end.session_id).map((x) => x.text), texts, 'the trace\'s user texts, in order');
+      assert.deepEqual(end.comparison.a.agent.agent_id, 'travel-bot');
+      assert.deepEqual(end.comparison.rows.map((r) => [r.pair, r.user_text_same]), texts.map(() => ['paired', true]));
+      await h.assertClean(assert, page, problems);
+    } finally {
+      await context.close();
+    }
+  });
+
   test('Compare with a file: the recording shown against its re-run exported earlier: the same rows, nothing sent', async () => {
     const { page, problems, context } = await h.openConsole(browser, host.url);
     try {
