@@ -11,6 +11,8 @@ use serde_json::{Map, Value};
 
 use sse::{encode_event, Event, EventRef, ItemRef, Limits, Parser, SseError};
 
+mod plain;
+
 /// The fixed downstream event name: the dotted type rides in the payload so
 /// one browser listener renders every type.
 pub const ADMIN_EVENT_NAME: &str = "admin_event";
@@ -374,7 +376,8 @@ impl AdminEventFilter {
 /// Validates one event and, when it passes the session filter, appends its
 /// downstream frame.
 ///
-/// The data is read once, without building a tree ([`Probe`]). Data with no
+/// The data is read once, without building a tree ([`Probe`]; without
+/// escapes, by the one-pass scan of [`plain`]). Data with no
 /// backslash and no line break has no escape to decode, so it is forwarded
 /// as written (an escape is the only way a key could hide from the
 /// redactor's byte scan, and such data stays on one `data:` line); anything
@@ -387,7 +390,8 @@ fn forward(
     out: &mut String,
 ) -> Result<(), AdminEventError> {
     let id = event.id.and_then(parse_event_id).ok_or(AdminEventError::MalformedSseId)?;
-    let probe = Probe::read(event.data)?;
+    let slow = memchr::memchr3(b'\\', b'\n', b'\r', event.data.as_bytes()).is_some();
+    let probe = if slow { Probe::read(event.data)? } else { plain::probe(event.data)? };
     stats.events += 1;
     if event.event == "system.heartbeat" {
         stats.heartbeats += 1;
@@ -399,7 +403,6 @@ fn forward(
     let id_text = digits.format(id);
     // The frame is written in place: every piece is text already, so there is
     // no buffer to copy and nothing to validate again.
-    let slow = memchr::memchr3(b'\\', b'\n', b'\r', event.data.as_bytes()).is_some();
     let decoded = match slow {
         true => {
             let admin = AdminEvent::from_sse(&event.to_owned())?;
