@@ -11,4 +11,5 @@ export const state = {
   thinking: null, awaiting: null, lastAffectAt: null, padTimers: [],
   affectHist: new Map(), lastHistAt: null,
   adminES: null, adminPaused: false, adminPending: [], adminFilter: '',
+  watching: null, // the id of a session watched, not started here (watch.js)
 };

@@ -9,6 +9,7 @@ import { buildExport, detectBuffering, exportSession, flight, parseSessionDocume
 import { adminEventMatches, loadBifrost, sparkline, toggleAdminPause, trendDelta } from './panes.js';
 import { cancelTurn, loadConfig, sendTurn, startSession } from './transcript.js';
 import { alerts, alertsVisibilityChanged, renderAlertsButton, toggleAlerts } from './alerts.js';
+import { watchSession } from './watch.js';
 import {
   exportOtlp, importFile, leaveReplayToEmpty, replayLog, replayRestart, replaySetSpeed, replayStatus, replayStep, replayToggle, replayedTurns,
 } from './replay.js';
@@ -63,6 +64,7 @@ function wire() {
 
   // Console view.
   $('start-session').addEventListener('click', startSession);
+  onSubmit('watch-form', async () => { if (state.turnRunning) await cancelTurn(); watchSession($('watch-id').value); });
   onSubmit('composer', sendTurn);
   onEnter('message', sendTurn);
   $('cancel').addEventListener('click', cancelTurn);

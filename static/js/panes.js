@@ -239,6 +239,7 @@ export async function loadBifrost(sessionId) {
   if (sessionId !== state.sessionId) return;
   flightBifrost(result);
   showBifrostResult(result);
+  return result;
 }
 
 /** A BifrostState answer ({ ok, status, body }, live or recorded) in its pane. */

@@ -16,6 +16,7 @@ import {
 } from './panes.js';
 import { hideAwaiting, hideThinkingNote, turnBegin, turnDrop, turnEndByConsole, turnEvent } from './transcript.js';
 import { SPEEDS, createScheduler } from './replay-clock.js';
+import { leaveWatch } from './watch.js';
 
 function showImportError(code, message) {
   const node = $('import-error');
@@ -48,6 +49,7 @@ export async function importFile(file) {
 
 /** Leaves the live session without a request: no stream, poll or turn stays running. */
 function stopLive() {
+  leaveWatch();
   if (state.adminES) { state.adminES.close(); state.adminES = null; }
   clearPadPolls();
   flightStopStall();

@@ -6,6 +6,7 @@ import { api, describeError, readResult, tryApi } from './api.js';
 import { readSse } from './sse.js';
 import { state } from './console-state.js';
 import { raiseAlert } from './alerts.js';
+import { leaveWatch } from './watch.js';
 import {
   TURN_TERMINALS, flight, flightEvent, flightSessionStart, flightSseHooks, flightStopStall, flightTurnCut, flightTurnEnd, flightTurnStart,
 } from './flight-recorder.js';
@@ -71,6 +72,7 @@ export async function startSession() {
   $('config-status').textContent = '';
   state.sessionId = result.body.session_id;
   state.agentId = agentId;
+  leaveWatch();
   flightSessionStart(); // the flight recorder's new recording (it leaves an imported one)
   state.lastAffectAt = null;
   clearPadPolls();

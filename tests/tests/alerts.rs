@@ -212,7 +212,10 @@ async fn with_alert_include_text_the_body_carries_the_redacted_text() {
     sse.rest(2 * SECOND).await;
     let got = wait_for_alerts(&hook, 1, 5 * SECOND).await;
     let a = &got[0]["alert"];
-    assert_eq!((&a["user_text"], &a["error_message"]), (&json!("please use [redacted] now"), &json!("echo [redacted]")));
+    assert_eq!(
+        (&a["user_text"], &a["error_message"]),
+        (&json!("please use [redacted] now"), &json!("echo [redacted]"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -439,6 +439,39 @@ mod tests {
     }
 
     #[test]
+    fn every_body_has_exactly_the_fields_docs_alert_webhook_schema_names() {
+        let schema: Value = serde_json::from_str(include_str!("../../../docs/alert-webhook.schema.json")).unwrap();
+        let alert_schema = &schema["properties"]["alert"];
+        let names = |v: &Value| -> Vec<String> {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        let required = |v: &Value| -> Vec<String> {
+            let mut k: Vec<String> =
+                v["required"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().into()).collect();
+            k.sort();
+            k
+        };
+        for include_text in [false, true] {
+            let mut a = alerting(include_text);
+            a.rules.error(3, Some("e"), Some("m"));
+            let v: Value = serde_json::from_str(&a.take(3)[0].body).unwrap();
+            assert_eq!(names(&v), required(&schema));
+            let optional = if include_text { vec!["error_message".to_string(), "user_text".into()] } else { vec![] };
+            let mut expected = [required(alert_schema), optional].concat();
+            expected.sort();
+            assert_eq!(names(&v["alert"]), expected);
+            assert_eq!(names(&v["alert"]["durations"]), required(&alert_schema["properties"]["durations"]));
+            let kinds = alert_schema["properties"]["kind"]["enum"].as_array().unwrap();
+            assert!(kinds.contains(&v["alert"]["kind"]));
+            for k in names(&v["alert"]) {
+                assert!(alert_schema["properties"].get(&k).is_some(), "{k} is not in the schema");
+            }
+        }
+    }
+
+    #[test]
     fn a_turn_id_that_is_not_an_id_is_not_named() {
         let mut a = Alerting::new(settings(false), TurnContext::default(), Redactor::default());
         a.turn_id("t_1 <!here>");
