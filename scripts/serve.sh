@@ -46,5 +46,7 @@ if [[ -n "$listen" ]] && ! is_loopback_listen "$listen" && [[ -z "$own_demo_pass
     log "demo data NOT seeded: --listen $listen reaches beyond loopback and no demo password is set; set SPIN_VARIABLE_DEMO_PASSWORD (12+ characters) to seed demo users that sign in with it"
 fi
 
+# Where the app's state lives: runtime-config.toml (.spin/ in the repo), unless
+# RATATOSKR_RUNTIME_CONFIG names another (the README-commands test's scratch one).
 log "serving (Ctrl-C to stop)"
-exec "$REPO_ROOT/target/host/ratatoskr-host" up --runtime-config-file runtime-config.toml "$@"
+exec "$REPO_ROOT/target/host/ratatoskr-host" up --runtime-config-file "${RATATOSKR_RUNTIME_CONFIG:-runtime-config.toml}" "$@"

@@ -387,6 +387,6 @@ async function horizontalOverflow(page) {
 function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
 
 module.exports = {
-  SPIN_BIN, PORTABLE, spinAppOnly, notOnJco, REPO_ROOT, ARTIFACTS, INDEX_HTML, MODULES_DIR, CONSOLE_MODULES, randomKey, startHost, launchBrowser, suiteSetup, openConsole, record,
+  SPIN_BIN, PORTABLE, spinAppOnly, notOnJco, skipWhen, REPO_ROOT, ARTIFACTS, INDEX_HTML, MODULES_DIR, CONSOLE_MODULES, randomKey, startHost, launchBrowser, suiteSetup, openConsole, record,
   assertClean, screenshot, waitFor, horizontalOverflow, startSession, sendWithEnter, waitForTerminal, waitForPanesAfterTurn, sleep,
 };
