@@ -143,8 +143,8 @@ pub struct TurnRelay {
     turn_id: Option<String>,
     /// The page joins each of these events' `delta`s into one text.
     joined: [(&'static str, Joined); 2],
-    /// The turn's alert rules, when `alert_webhook_url` is set.
-    alerting: Option<Alerting>,
+    /// The turn's alert rules, when `alert_webhook_url` is set (boxed: most turns have none).
+    alerting: Option<Box<Alerting>>,
 }
 
 impl TurnRelay {
@@ -155,7 +155,7 @@ impl TurnRelay {
 
     /// This turn's events also feed its alert rules.
     pub fn with_alerting(mut self, alerting: Option<Alerting>) -> Self {
-        self.alerting = alerting;
+        self.alerting = alerting.map(Box::new);
         self
     }
 
