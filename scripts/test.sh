@@ -64,8 +64,8 @@ fi
 # and on jco serve (Node's WASI 0.2 shim, pinned in tests/runtimes): the
 # console's component tests that apply, then its browser tests against the
 # mock upstream. What does not apply there is listed at the end of each lane.
-PORTABLE_TESTS=(--test portable --test debug_api --test canary --test lan)
-PORTABLE_BROWSER=(tests/browser/flight-recorder.test.js tests/browser/xss.test.js tests/browser/lifecycle.test.js tests/browser/bidi.test.js)
+PORTABLE_TESTS=(--test portable --test debug_api --test canary --test lan --test alerts)
+PORTABLE_BROWSER=(tests/browser/flight-recorder.test.js tests/browser/xss.test.js tests/browser/lifecycle.test.js tests/browser/bidi.test.js tests/browser/alerts.test.js tests/browser/watch.test.js)
 portable_lane() {
     local runtime="$1" skips="$REPO_ROOT/target/$1-lane-skips.txt" threads=()
     # jco serve applies the tests' 300 ms upstream timeouts as idle timeouts:

@@ -153,6 +153,10 @@ async fn a_dropped_turn_is_one_dropped_alert_and_a_done_turn_none() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slow_or_failing_webhook_never_delays_or_breaks_the_relayed_turn() {
+    let logged = !not_on_jco(
+        "jco serve ends a request's worker once its response is complete: a POST still out then is sent but its \
+         answer is not waited for, so its failure is not logged",
+    );
     for (status, delay, why) in [
         (200, Duration::from_secs(20), "the webhook did not answer in time"),
         (500, Duration::ZERO, "the webhook answered 500"),
@@ -177,6 +181,10 @@ async fn a_slow_or_failing_webhook_never_delays_or_breaks_the_relayed_turn() {
         assert_eq!(sse.rest(3 * SECOND).await.len(), 1);
         assert!(sent.elapsed() < Duration::from_millis(800), "{why}: the end took {:?}", sent.elapsed());
         assert_eq!(kinds(&wait_for_alerts(&hook, 2, 5 * SECOND).await), ["stall", "error"], "no retry");
+        assert_eq!(hook.requests().len(), 2, "{why}: never retried");
+        if !logged {
+            continue;
+        }
         // Each failure is one line, without the URL (its path is a secret) or a header value.
         // (Spin writes component output both to its log files and its own output: lines are counted once.)
         let lines = |log: &str| -> std::collections::BTreeSet<String> {
@@ -196,7 +204,6 @@ async fn a_slow_or_failing_webhook_never_delays_or_breaks_the_relayed_turn() {
             assert_eq!(log.matches("alert webhook:").count(), 2, "one line per failure: {log}");
         }
         assert!(!log.contains("hook-secret") && !log.contains("webhook.test"), "{log}");
-        assert_eq!(hook.requests().len(), 2, "{why}: never retried");
     }
 }
 
