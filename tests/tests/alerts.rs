@@ -238,3 +238,15 @@ async fn without_a_webhook_url_nothing_is_sent() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(hook.requests().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_malformed_agent_id_is_refused_before_any_upstream_call() {
+    let (mock, _senders) = sse_mock(200).await;
+    let hook = webhook(200, Duration::ZERO).await;
+    let app = start(options(&Keys::random(), &mock, &hook)).await;
+    for agent in [json!("../x"), json!(7), json!("a".repeat(65))] {
+        let body = json!({ "text": "hi", "agent_id": agent }).to_string();
+        post_json(&app, "/api/sessions/s_1/turns", &body).await.assert_error(400, "invalid_agent_id");
+    }
+    assert!(mock.requests().is_empty() && hook.requests().is_empty());
+}
