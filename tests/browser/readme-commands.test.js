@@ -217,9 +217,12 @@ async function checkServe(command) {
     // The demo users: the README's password, else the one printed for this database.
     let password = env.SPIN_VARIABLE_DEMO_PASSWORD;
     if (!password) {
-      const printed = app.log.map((l) => /sign in with the password (\S+) /.exec(l)).find(Boolean);
-      assert.ok(printed, 'no generated demo password in the log:\n' + app.log.slice(-20).join('\n'));
-      password = printed[1];
+      // The Playground seeds on its first request from loopback, and prints the password once.
+      assert.equal((await request(base + '/admin/v1/auth/me', { host })).status, 401);
+      const printed = () => app.log.map((l) => /sign in with the password (\S+) /.exec(l)).find(Boolean);
+      for (let i = 0; i < 100 && !printed(); i++) await h.sleep(50);
+      assert.ok(printed(), 'no generated demo password in the log:\n' + app.log.slice(-20).join('\n'));
+      password = printed()[1];
     }
     const login = await request(base + '/admin/v1/auth/login', { method: 'POST', host, body: { email: 'admin@acme.test', password } });
     assert.equal(login.status, 200, login.text);
