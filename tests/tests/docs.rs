@@ -417,3 +417,37 @@ fn a_missing_file_an_unknown_fragment_and_a_fragment_on_code_are_reported() {
     );
     assert!(broken[0].starts_with("README.md:10:"), "{}", broken[0]);
 }
+
+/// The names of spin.toml's `[variables]` table (its `name = …` lines).
+fn manifest_variables(manifest: &str) -> BTreeSet<String> {
+    let mut inside = false;
+    let mut out = BTreeSet::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == "[variables]";
+        } else if inside && !line.starts_with('#') {
+            if let Some((name, _)) = line.split_once('=') {
+                out.insert(name.trim().to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn docs_variables_lists_every_variable_of_spin_toml() {
+    let root = repo_root();
+    let declared = manifest_variables(&std::fs::read_to_string(root.join("spin.toml")).unwrap());
+    assert!(declared.len() > 20 && declared.contains("admin_key"), "{declared:?}");
+    // Each row's first cell names one variable or several (`a` / `b`).
+    let doc = std::fs::read_to_string(root.join("docs/variables.md")).unwrap();
+    let documented: BTreeSet<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix('|')?.split('|').next())
+        .flat_map(|cell| cell.split('`').skip(1).step_by(2).map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    let missing: Vec<_> = declared.difference(&documented).collect();
+    assert!(missing.is_empty(), "spin.toml variables without a row in docs/variables.md: {missing:?}");
+    let unknown: Vec<_> = documented.difference(&declared).collect();
+    assert!(unknown.is_empty(), "docs/variables.md rows for no variable of spin.toml: {unknown:?}");
+}
