@@ -3,7 +3,8 @@
 //! Markdown file it points to (GitHub's anchors: the heading's text lowercased,
 //! spaces to `-`, punctuation dropped, `-1`, `-2`… for repeats) or an explicit
 //! `id` / `name` anchor. Links in fenced code blocks and code spans are not
-//! links. Reading files only, so the lanes that rerun it stay cheap.
+//! links. And docs/variables.md has a row for every variable of spin.toml.
+//! Reading files only, so the lanes that rerun it stay cheap.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
