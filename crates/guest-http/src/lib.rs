@@ -14,6 +14,9 @@
 //! - [`BaseUrl`]: the one parser of the base URLs components call.
 //! - [`hosts`]: the Host allow-list every component checks first (DNS
 //!   rebinding), plain Rust; on wasm32 [`host_allowed`] applies it.
+//! - [`forwarded`]: a request's own origin behind reverse proxies listed in
+//!   `trusted_proxies`, the one rule every component's CSRF, cookie,
+//!   cross-site and Host checks use.
 //!
 //! Handlers built on it only match routes and call: every decision stays in
 //! the components' pure modules, which test natively.
@@ -24,6 +27,7 @@ pub mod catalog;
 mod deadline;
 #[cfg(feature = "envelope")]
 mod envelope;
+pub mod forwarded;
 pub mod headers;
 pub mod hosts;
 pub mod kv;
@@ -52,7 +56,7 @@ pub use body::{read_to_end, READ_CHUNK};
 pub use outgoing::{call, start, Outgoing, Pending, Timeouts, Upstream};
 #[cfg(target_arch = "wasm32")]
 pub use request::{
-    header, host, host_allowed, host_allowed_by, path, path_and_query, query, read_request_body, spin_header,
+    forwarded, header, host, host_allowed, host_allowed_by, path, path_and_query, query, read_request_body, spin_header,
 };
 #[cfg(all(target_arch = "wasm32", feature = "envelope"))]
 pub use response::send_error;

@@ -3,6 +3,7 @@
 use spin_sdk::http::IncomingRequest;
 
 use crate::body::read_to_end;
+use crate::forwarded::{self, Cidr, Forwarded};
 use crate::TransportFailure;
 
 /// A header's first value, if it is UTF-8.
@@ -22,15 +23,28 @@ pub fn host(req: &IncomingRequest) -> Option<String> {
 }
 
 /// Whether this request's `Host` may be served: [`crate::hosts::allowed`]
-/// with the component's `allowed_hosts` variable (unset: the defaults only).
+/// with the component's `allowed_hosts` variable (unset: the defaults only),
+/// for `Host` and for every name a proxy in `trusted_proxies` forwarded.
 pub fn host_allowed(req: &IncomingRequest) -> bool {
-    host_allowed_by(req, &spin_sdk::variables::get("allowed_hosts").unwrap_or_default())
+    let var = |name| spin_sdk::variables::get(name).unwrap_or_default();
+    host_allowed_by(req, &var("allowed_hosts"), &forwarded::trusted_or_none(&var("trusted_proxies")))
 }
 
-/// [`host_allowed`] with the `allowed_hosts` value from elsewhere (the
-/// portable console's environment).
-pub fn host_allowed_by(req: &IncomingRequest, allowed_hosts: &str) -> bool {
-    crate::hosts::allowed(host(req).as_deref(), allowed_hosts)
+/// [`host_allowed`] with the `allowed_hosts` and trusted proxies from
+/// elsewhere (the portable console's environment).
+pub fn host_allowed_by(req: &IncomingRequest, allowed_hosts: &str, trusted: &[Cidr]) -> bool {
+    let allowed = |name: Option<&str>| crate::hosts::allowed(name, allowed_hosts);
+    allowed(host(req).as_deref()) && forwarded(req, trusted).hosts().all(|h| allowed(Some(h)))
+}
+
+/// What a proxy in `trusted` said of this request; the peer is Spin's
+/// `spin-client-addr` (no peer, as on runtimes without it: nothing is believed).
+pub fn forwarded(req: &IncomingRequest, trusted: &[Cidr]) -> Forwarded {
+    let peer = spin_header(req, "spin-client-addr").as_deref().and_then(forwarded::peer_ip);
+    let headers = req.headers();
+    Forwarded::read(peer, trusted, |name| {
+        headers.get(name).into_iter().map(|v| String::from_utf8_lossy(&v).into_owned()).collect()
+    })
 }
 
 /// A `spin-*` header as Spin set it. Spin keeps any copy a client sent and
