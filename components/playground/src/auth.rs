@@ -6,8 +6,7 @@
 //! - The session token is `sess_` + 64 lowercase hex (32 CSPRNG bytes). The
 //!   browser gets it only in an `HttpOnly; SameSite=Strict; Path=/` cookie:
 //!   `__Host-ratatoskr_admin_session` with `Secure` when the page is served
-//!   over https (the URL's scheme, or `X-Forwarded-Proto` from a trusted
-//!   proxy), `ratatoskr_admin_session` over http; either name is read. API
+//!   over https (the own origin's scheme), `ratatoskr_admin_session` over http; either name is read. API
 //!   clients send the same value as `Authorization: Bearer sess_…`. It is
 //!   never in a response body.
 //! - A session ends at its expiry (12 h, an impersonation 30 min), after
@@ -21,7 +20,8 @@
 //!   session (expired, idle, revoked, unknown): 401 `session_expired`, and a
 //!   cookie is cleared.
 //! - Cookie-authenticated POSTs need `Content-Type: application/json` and an
-//!   `Origin` equal to the request's own origin (from `spin-full-url`), else
+//!   `Origin` equal to the request's own origin (`spin-full-url`'s, or the one
+//!   a trusted proxy forwarded: `guest_http::forwarded`), else
 //!   403 `csrf_rejected`; bearer calls are exempt (a cross-site page cannot
 //!   set `Authorization`). Sign-in, which has no session yet, needs the JSON
 //!   type (415) and, if an `Origin` is sent, the same origin.
@@ -187,13 +187,11 @@ fn csrf_rule(req: &Request, via: Via, trusted: &[net::Cidr]) -> Result<(), ApiEr
     same_origin(req, origin, trusted)
 }
 
-/// Behind a trusted TLS-terminating proxy the browser's origin is https
-/// while `spin-full-url` says http: the proxy's `X-Forwarded-Proto` decides.
+/// The browser's `Origin` against this request's own (behind a trusted
+/// proxy: the scheme and host the browser used, see `guest_http::forwarded`).
 fn same_origin(req: &Request, origin: &str, trusted: &[net::Cidr]) -> Result<(), ApiError> {
-    match (guest_http::headers::origin_of(origin.trim()), net::own_origin(req, trusted)) {
-        (Some(theirs), Some(ours)) if theirs == ours && origin.trim().trim_end_matches('/').len() == theirs.len() => {
-            Ok(())
-        }
+    match (guest_http::forwarded::origin(origin), net::own_origin(req, trusted)) {
+        (Some(theirs), Some(ours)) if theirs == ours => Ok(()),
         _ => Err(error::csrf_rejected("origin_mismatch")),
     }
 }

@@ -31,6 +31,8 @@ const HEADERS: &[&str] = &[
     "spin-client-addr",
     "x-forwarded-for",
     "x-forwarded-proto",
+    "x-forwarded-host",
+    "forwarded",
 ];
 
 #[http_component]

@@ -19,19 +19,6 @@ pub fn iso8601(unix_s: i64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs)).to_string()
 }
 
-/// The address part of `spin-client-addr` (`ip:port` or `[v6]:port`).
-pub fn client_ip(addr: &str) -> String {
-    let addr = addr.trim();
-    if let Some(rest) = addr.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or("").to_string();
-    }
-    match addr.rsplit_once(':') {
-        // One colon: IPv4 with a port. More: a bare IPv6 address.
-        Some((ip, _)) if !ip.contains(':') => ip.to_string(),
-        _ => addr.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,13 +41,6 @@ mod tests {
         ];
         for (unix_s, text) in known {
             assert_eq!(iso8601(unix_s), text);
-        }
-    }
-
-    #[test]
-    fn client_ips_drop_the_port() {
-        for (addr, ip) in [("127.0.0.1:5555", "127.0.0.1"), ("[::1]:80", "::1"), ("::1", "::1"), ("", "")] {
-            assert_eq!(client_ip(addr), ip);
         }
     }
 }

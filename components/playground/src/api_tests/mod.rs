@@ -155,7 +155,9 @@ impl World {
     fn request(&self, method: &str, target: &str, headers: &[(&str, &str)], body: Option<&str>) -> Response {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         let mut list: Vec<(String, String)> = headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
-        list.push(("spin-full-url".into(), format!("{ORIGIN}/admin/v1{target}")));
+        if !headers.iter().any(|(n, _)| *n == "spin-full-url") {
+            list.push(("spin-full-url".into(), format!("{ORIGIN}/admin/v1{target}")));
+        }
         if !headers.iter().any(|(n, _)| *n == "spin-client-addr") {
             list.push(("spin-client-addr".into(), "10.1.2.3:40000".into()));
         }

@@ -354,3 +354,82 @@ fn a_stale_cookie_next_to_a_live_one_does_not_lock_the_browser_out() {
     let cookies = format!("{SESSION_COOKIE}={stale}; {SESSION_COOKIE}={live}");
     assert_eq!(w.request("GET", "/auth/me", &[("cookie", &cookies)], None).status, 200);
 }
+
+/// nginx in front, Host rewritten to the address it proxies to: the browser's
+/// origin is what the trusted proxy forwarded.
+#[test]
+fn behind_a_host_rewriting_proxy_sign_in_and_cookie_writes_use_the_forwarded_origin() {
+    let mut cfg = config();
+    cfg.trusted_proxies = crate::net::parse_trusted("127.0.0.1").unwrap();
+    let w = World::with_config(cfg);
+    const PAGE: &str = "https://console.lan:8443";
+    let nginx = |path: &str| -> Vec<(String, String)> {
+        [
+            ("spin-full-url", format!("http://127.0.0.1:3000/admin/v1{path}")),
+            ("spin-client-addr", "127.0.0.1:41000".into()),
+            ("x-forwarded-proto", "https".into()),
+            ("x-forwarded-host", "console.lan:8443".into()),
+            ("x-forwarded-for", "192.0.2.7".into()),
+            ("content-type", "application/json".into()),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect()
+    };
+    let send = |path: &str, headers: &[(String, String)], body: Value| {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        w.request("POST", path, &headers, Some(&body.to_string()))
+    };
+    let credentials = json!({ "email": "admin@acme.test", "password": DEMO_PASSWORD });
+    let with = |mut headers: Vec<(String, String)>, extra: &[(&str, &str)]| {
+        headers.retain(|(n, _)| !extra.iter().any(|(e, _)| e == n));
+        headers.extend(extra.iter().map(|(n, v)| (n.to_string(), v.to_string())));
+        headers
+    };
+
+    let r = send("/auth/login", &with(nginx("/auth/login"), &[("origin", PAGE)]), credentials.clone());
+    assert_eq!(r.status, 200, "{}", r.body);
+    let cookie = header(&r, "set-cookie").unwrap().to_string();
+    assert!(cookie.starts_with("__Host-ratatoskr_admin_session=sess_") && cookie.ends_with("; Secure"), "{cookie}");
+    let token = token_from_cookie(&r);
+    let jar = format!("{}={token}", auth::SECURE_SESSION_COOKIE);
+    let mint = |extra: &[(&str, &str)]| {
+        let headers = with(nginx("/playground/token"), &[&[("cookie", jar.as_str())][..], extra].concat());
+        send("/playground/token", &headers, json!({ "gateway_id": "gw_acme_main" }))
+    };
+    assert_eq!(mint(&[("origin", PAGE)]).status, 200, "a cookie write from the page's own origin");
+    // The RFC 7239 form says the same.
+    let rfc = [
+        ("x-forwarded-host", ""),
+        ("x-forwarded-proto", ""),
+        ("forwarded", r#"for=192.0.2.7;proto=https;host="console.lan:8443""#),
+    ];
+    let rfc_headers: Vec<(String, String)> =
+        with(nginx("/playground/token"), &rfc).into_iter().filter(|(_, v)| !v.is_empty()).collect();
+    let rfc_headers = with(rfc_headers, &[("cookie", jar.as_str()), ("origin", PAGE)]);
+    assert_eq!(send("/playground/token", &rfc_headers, json!({ "gateway_id": "gw_acme_main" })).status, 200);
+
+    // Refused, and nothing written: another site; the address the proxy used;
+    // ambiguous or malformed forwarding (ignored whole, so the origin is this hop's).
+    let before = w.db.query("SELECT 1 FROM gateway_tokens", &[]).unwrap().len();
+    for extra in [
+        &[("origin", "https://evil.example")][..],
+        &[("origin", "http://127.0.0.1:3000")],
+        &[("origin", PAGE), ("x-forwarded-host", "console.lan:8443, evil.example")],
+        &[("origin", PAGE), ("x-forwarded-proto", "https, http")],
+        &[("origin", PAGE), ("forwarded", "host=console.lan:8443;host=evil.example")],
+        &[("origin", PAGE), ("forwarded", "proto=http")],
+    ] {
+        let r = mint(extra);
+        assert_error(&r, 403, "csrf_rejected");
+    }
+    let after = w.db.query("SELECT 1 FROM gateway_tokens", &[]).unwrap().len();
+    assert_eq!(before, after, "no token minted by a refused write");
+
+    // A peer not in trusted_proxies forging the proxy's headers changes nothing:
+    // the sign-in is judged against its own origin and refused, no cookie set.
+    let forged = with(nginx("/auth/login"), &[("spin-client-addr", "192.0.2.9:5000"), ("origin", PAGE)]);
+    let r = send("/auth/login", &forged, credentials);
+    assert_error(&r, 403, "csrf_rejected");
+    assert!(header(&r, "set-cookie").is_none());
+}
