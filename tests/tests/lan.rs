@@ -126,6 +126,56 @@ async fn a_cross_site_form_cannot_cancel_a_turn_or_write_anything() {
     assert_eq!(mock.requests().len(), 2);
 }
 
+/// A TLS proxy in front that rewrites Host (nginx's default `proxy_pass`):
+/// with it in `trusted_proxies`, the host it forwards is the one the
+/// allow-list checks and a same-site write is compared with; from a peer
+/// not listed, the same headers change nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn behind_a_trusted_proxy_the_forwarded_host_is_checked_and_compared() {
+    if spin_app_only("trusted_proxies believes Spin's spin-client-addr, which the portable console has not") {
+        return;
+    }
+    let keys = Keys::random();
+    let mock = json_mock(202, "{}").await;
+    let options = || lan_options(&keys).variable("allowed_hosts", "console.lan").redirect(UPSTREAM, &mock);
+    let proxied = start(options().variable("trusted_proxies", "127.0.0.1, ::1").redirect(AFFECT, &mock)).await;
+    let direct = start(options().redirect(AFFECT, &mock)).await;
+    let cancel = "/api/sessions/s_1/turns/t_1/cancel";
+    let page = ("origin", "https://console.lan:8443");
+    let nginx = |host: &'static str| {
+        [("x-forwarded-proto", "https"), ("x-forwarded-host", host), ("x-forwarded-for", "192.0.2.7")]
+    };
+
+    let own = proxied.addr.to_string();
+    for path in ["/", "/api/config", "/admin/v1/auth/me"] {
+        let answer = with_host(proxied.addr, &own, "GET", path, &nginx("console.lan:8443"), "").await;
+        assert_ne!(answer.status, 421, "{path}: {}", answer.body);
+        for forwarded in [
+            &nginx("rebind.attacker.example")[..],
+            &[("x-forwarded-host", "console.lan, rebind.attacker.example")],
+            &[("forwarded", "host=rebind.attacker.example")],
+        ] {
+            with_host(proxied.addr, &own, "GET", path, forwarded, "").await.assert_error(421, "host_not_allowed");
+        }
+    }
+    // The cancel (a write without a body) from the page the browser shows.
+    let ok =
+        with_host(proxied.addr, &own, "POST", cancel, &[&nginx("console.lan:8443")[..], &[page]].concat(), "").await;
+    assert_eq!(ok.status, 202, "{}", ok.body);
+    let foreign = [&nginx("console.lan:8443")[..], &[("origin", "https://attacker.example")]].concat();
+    with_host(proxied.addr, &own, "POST", cancel, &foreign, "").await.assert_error(403, "cross_origin_rejected");
+    let cancels = || mock.requests().iter().filter(|r| r.path_and_query.ends_with("/cancel")).count();
+    assert_eq!(cancels(), 1, "only the same-site cancel reached the upstream");
+
+    // Not a trusted peer: the forwarded name is neither checked nor believed.
+    let own = direct.addr.to_string();
+    let answer = with_host(direct.addr, &own, "GET", "/api/config", &nginx("rebind.attacker.example"), "").await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let forged = [&nginx("console.lan:8443")[..], &[page]].concat();
+    with_host(direct.addr, &own, "POST", cancel, &forged, "").await.assert_error(403, "cross_origin_rejected");
+    assert_eq!(cancels(), 1, "the forged one did not reach the upstream");
+}
+
 async fn session_token(app: &TestApp) -> String {
     let body = format!(r#"{{"email":"{ROOT_EMAIL}","password":"{ROOT_PASSWORD}"}}"#);
     let answer = with_host(app.addr, &app.addr.to_string(), "POST", "/admin/v1/auth/login", &[JSON], &body).await;

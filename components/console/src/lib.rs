@@ -16,7 +16,8 @@ mod portable {
     #[http_component]
     fn handle(req: IncomingRequest, out: ResponseOutparam) {
         let platform = Environment;
-        if !guest_http::host_allowed_by(&req, &platform.var("allowed_hosts").unwrap_or_default()) {
+        // No peer address here: no proxy is trusted, Host alone is checked.
+        if !guest_http::host_allowed_by(&req, &platform.var("allowed_hosts").unwrap_or_default(), &[]) {
             return guest_http::send_host_not_allowed(out);
         }
         let path = guest_http::path(&req);

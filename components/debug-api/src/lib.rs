@@ -23,6 +23,10 @@ mod spin {
             SpinKv::open_default()
         }
 
+        fn trusted_proxies(&self) -> Vec<guest_http::forwarded::Cidr> {
+            guest_http::forwarded::trusted_or_none(&self.var("trusted_proxies").unwrap_or_default())
+        }
+
         fn may_call(&self, _https: bool, _authority: &str) -> bool {
             true
         }

@@ -35,6 +35,10 @@ pub const VARIABLES: [(&str, &str, &str); 14] = [
     ("alert_include_text", "alert_include_text", "false"),
 ];
 
+/// The debug-api's variables that mean nothing without Spin's peer address
+/// (`spin-client-addr`): the portable console has no such variable.
+pub const SPIN_ONLY: [&str; 1] = ["trusted_proxies"];
+
 /// `RATATOSKR_UPSTREAM_URL` for `upstream_url`.
 pub fn env_name(app_variable: &str) -> String {
     format!("{PREFIX}{}", app_variable.to_ascii_uppercase())
@@ -70,6 +74,12 @@ impl Platform for Environment {
 
     fn store(&self) -> Result<NoStore, KvError> {
         Err(KvError("this runtime has no key-value store".to_string()))
+    }
+
+    /// wasi:http gives no peer address, so no proxy can be told from its
+    /// clients: forwarded headers change nothing here.
+    fn trusted_proxies(&self) -> Vec<guest_http::forwarded::Cidr> {
+        Vec::new()
     }
 
     fn may_call(&self, https: bool, authority: &str) -> bool {
@@ -114,7 +124,8 @@ mod tests {
         let manifest = spin_toml();
         let bound = manifest["component"]["debug-api"]["variables"].as_table().unwrap();
         let names: Vec<&str> = VARIABLES.iter().map(|(n, _, _)| *n).collect();
-        let mut expected: Vec<&str> = bound.keys().map(String::as_str).collect();
+        let mut expected: Vec<&str> =
+            bound.keys().map(String::as_str).filter(|name| !SPIN_ONLY.contains(name)).collect();
         expected.sort_unstable();
         let mut sorted = names.clone();
         sorted.sort_unstable();

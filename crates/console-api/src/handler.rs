@@ -54,7 +54,7 @@ pub fn serve(req: IncomingRequest, out: ResponseOutparam, path: &str, platform: 
     let content_type = header(&req, "content-type");
     let last_event_id = header(&req, "last-event-id");
     let origin = header(&req, "origin");
-    let host = guest_http::host(&req);
+    let host = guest_http::forwarded(&req, &platform.trusted_proxies()).host.or_else(|| guest_http::host(&req));
     let head = Head {
         method: &method,
         path,

@@ -47,6 +47,9 @@ pub trait Platform {
     fn var(&self, name: &str) -> Option<String>;
     /// The key-value store, or why there is none.
     fn store(&self) -> Result<Self::Store, KvError>;
+    /// The reverse proxies whose forwarded headers are believed
+    /// (`guest_http::forwarded`); none where the peer's address is unknown.
+    fn trusted_proxies(&self) -> Vec<guest_http::forwarded::Cidr>;
     /// Whether an upstream call to this origin may leave. Spin enforces
     /// `allowed_outbound_hosts` itself; a runtime without one leaves it to the component.
     fn may_call(&self, https: bool, authority: &str) -> bool;

@@ -34,7 +34,8 @@ pub struct Head<'a> {
     pub query: &'a str,
     pub content_type: Option<&'a str>,
     pub last_event_id: Option<&'a str>,
-    /// `Origin` and `Host`: a write from another site is refused.
+    /// `Origin`, and the host the browser used (`Host`, or the one a proxy
+    /// in `trusted_proxies` forwarded): a write from another site is refused.
     pub origin: Option<&'a str>,
     pub host: Option<&'a str>,
 }
@@ -253,17 +254,22 @@ pub fn plan(
 /// Every write (a POST) must be JSON or come from the console's own origin.
 /// A cross-site page can send neither: a form cannot set the JSON type, and a
 /// script that sets it needs a CORS preflight, which these routes never
-/// grant. So a JSON write passes whatever its `Origin` (a reverse proxy may
-/// rewrite `Host`, e.g. nginx's default `proxy_pass`); any other write passes
-/// only with an `Origin` naming this `Host` (the scheme is not compared:
-/// behind a TLS-terminating proxy the page is https while this hop is http).
+/// grant. So a JSON write passes whatever its `Origin`; any other write
+/// passes only with an `Origin` naming the host the browser used ([`Head::host`]).
+/// The scheme is not compared: a runtime without a peer address (the
+/// portable console) cannot believe a TLS proxy's `X-Forwarded-Proto`.
 fn same_site_write(head: &Head<'_>) -> Result<(), ApiError> {
     if head.content_type.is_some_and(guest_http::headers::is_json) {
         return Ok(());
     }
     let Some(origin) = head.origin else { return Err(ApiError::unsupported_media_type()) };
-    let authority = origin.split_once("://").map(|(_, a)| a.to_ascii_lowercase());
-    if authority.is_some() && authority == head.host.map(|h| h.trim().to_ascii_lowercase()) {
+    let theirs = guest_http::forwarded::origin(origin);
+    // Ours in the same form: the browser's scheme decides which port is the default.
+    let ours = theirs.as_deref().zip(head.host).and_then(|(theirs, host)| {
+        let scheme = theirs.split_once("://").map_or("", |(s, _)| s);
+        guest_http::forwarded::origin(&format!("{scheme}://{}", host.trim()))
+    });
+    if theirs.is_some() && theirs == ours {
         return Ok(());
     }
     Err(error::cross_origin_rejected())
