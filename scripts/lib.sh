@@ -83,6 +83,25 @@ ensure_chromium() {
     fi
 }
 
+# The proxy lane's real reverse proxies, from Debian's packages (tests/proxies):
+# nginx, Caddy and HAProxy, each started by the test with a config of its own;
+# openssl makes the test's certificate. A package's own service is not started.
+ensure_proxies() {
+    local missing=()
+    for tool in nginx:nginx caddy:caddy haproxy:haproxy openssl:openssl; do
+        command -v "${tool%%:*}" >/dev/null 2>&1 || [[ -x "/usr/sbin/${tool%%:*}" ]] || missing+=("${tool#*:}")
+    done
+    if ((${#missing[@]})); then
+        log "installing the proxy lane's proxies (${missing[*]})"
+        # policy-rc.d 101: the packages' init scripts leave their services stopped.
+        local policy=/usr/sbin/policy-rc.d added=""
+        if [[ ! -e "$policy" && $EUID -eq 0 ]]; then printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && added=1; fi
+        apt_install "${missing[@]}"
+        [[ -n "$added" ]] && rm -f "$policy"
+    fi
+    return 0
+}
+
 # playwright-core, pinned by tests/browser/package-lock.json (it drives the
 # system Chromium; it downloads no browser of its own).
 ensure_browser_test_deps() {

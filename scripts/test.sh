@@ -2,7 +2,8 @@
 # Runs every test: native unit tests of the libraries, the component tests
 # that drive the real .wasm files through the wasmtime host, and the browser
 # tests of the operator console (tests/browser: Node's test runner with
-# playwright-core driving Debian's Chromium against the real host binary).
+# playwright-core driving Debian's Chromium against the real host binary),
+# and the same browser behind real nginx, Caddy and HAProxy (tests/proxies).
 # Then the real-Spin lane: where a spin binary is at hand (SPIN_BIN, or the
 # shared Spin 4.0.2 build), `spin build`, and the component and browser suites
 # again with every app under `spin up`, and the libSQL check (two instances on
@@ -33,6 +34,12 @@ ensure_otlp_proto
 log "running browser tests (tests/browser)"
 node --test --test-concurrency=1 tests/browser/ || status=$?
 
+# The proxy lane: the README's nginx, Caddy and HAProxy snippets, each a real
+# proxy from Debian's packages in front of the app with TLS (tests/proxies).
+ensure_proxies
+log "proxy lane: nginx, Caddy and HAProxy in front (tests/proxies)"
+node --test --test-concurrency=1 tests/proxies/ || status=$?
+
 spin_bin="$(find_spin)" || status=$?
 if [[ -z "$spin_bin" ]]; then
     log "real-Spin lane SKIPPED: no spin binary (set SPIN_BIN=/path/to/spin to run it)"
@@ -47,6 +54,8 @@ else
     cargo test "${NATIVE[@]}" --no-fail-fast --test '*' "$@" || status=$?
     log "real-Spin lane: browser tests under spin up"
     node --test --test-concurrency=1 tests/browser/ || status=$?
+    log "real-Spin lane: the proxy lane under spin up"
+    node --test --test-concurrency=1 tests/proxies/ || status=$?
     # Two spin up sharing the Playground's database through a libSQL server:
     # where that stops today is docs/libsql.md. The test starts and stops its own servers.
     ensure_libsql_deps
