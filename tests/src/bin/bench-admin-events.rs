@@ -290,7 +290,10 @@ async fn main() {
     require_wasm("debug_api.wasm");
     let script = Arc::new(Mutex::new(Script::Quiet));
     let mock = upstream(script.clone()).await;
-    let app = start_app(repo_root().join("spin.toml"), &mock).await;
+    // `BENCH_MANIFEST=<spin.toml>`: another copy of the app (e.g. one whose
+    // debug_api.wasm keeps its names, for `perf report`).
+    let manifest = std::env::var_os("BENCH_MANIFEST").map_or_else(|| repo_root().join("spin.toml"), Into::into);
+    let app = start_app(manifest, &mock).await;
     let direct = format!("http://{}/v1/admin/events", mock.addr);
     let proxied = app.url("/api/admin/events?session_id=s_bench");
 

@@ -19,6 +19,9 @@
 //!    schema; the read path measured is the component's own.
 //!
 //! `-- N traces` runs only the trace reads (and their `/auth/me` baseline);
+//! `-- N spin` (with `SPIN_BIN`) only the JSON GET `/auth/me` on the host and
+//! under Spin, the two taking turns in rounds, and with
+//! `BENCH_BASELINE_MANIFEST=<spin.toml>` a baseline build under Spin too;
 //! `BENCH_DECILES=1` adds each scenario's latency deciles on stderr;
 //! `BENCH_MANIFEST=<spin.toml>` runs another copy of the app (before/after a change).
 //! 3. Search probe: `GET /admin/v1/playground/search` for `gw_acme_main`
@@ -275,6 +278,9 @@ async fn login(app: &TestApp) -> String {
 async fn main() {
     let n: usize = std::env::args().nth(1).map(|s| s.parse().expect("N")).unwrap_or(1000);
     let only_traces = std::env::args().nth(2).as_deref() == Some("traces");
+    if std::env::args().nth(2).as_deref() == Some("spin") {
+        return json_under_spin(n).await;
+    }
     require_wasm("playground.wasm");
     let brave = MockUpstream::start(|_| async { respond(200, "application/json", brave_body()) }).await;
     let dir = std::env::temp_dir().join(format!("ratatoskr-bench-playground-{}", std::process::id()));
@@ -445,4 +451,91 @@ async fn traces(app: &TestApp, db_path: &Path, bearer: &str, me_stats: &Stats, m
         mib(me_memory)
     );
     println!();
+}
+
+/// The Playground's JSON GET (`/auth/me`, a signed-in tenant admin) on the
+/// host, under Spin and (`BENCH_BASELINE_MANIFEST`) a baseline build under
+/// Spin, in rounds of n/10 requests taking turns on one keep-alive
+/// connection each, with the load average and steal of the rounds.
+async fn json_under_spin(n: usize) {
+    let bin = spin_bin().expect("`-- N spin` needs SPIN_BIN");
+    let brave = MockUpstream::start(|_| async { respond(200, "application/json", brave_body()) }).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut runs: Vec<(String, TestApp)> = Vec::new();
+    let mut runtimes =
+        vec![("host".to_string(), Runtime::Host, None), ("spin 4.0.2".into(), Runtime::Spin(bin.clone()), None)];
+    if let Some(manifest) = std::env::var_os("BENCH_BASELINE_MANIFEST") {
+        runtimes.push(("spin 4.0.2, baseline build".into(), Runtime::Spin(bin), Some(PathBuf::from(manifest))));
+    }
+    for (i, (name, runtime, manifest)) in runtimes.into_iter().enumerate() {
+        let mut options = playground_options(&brave, StoreLocation::File(dir.path().join(format!("db{i}.db"))));
+        if let Some(manifest) = manifest {
+            options.manifest = manifest;
+        }
+        runs.push((name, TestApp::start_on(&runtime, options).await.expect("the playground starts")));
+    }
+    let mut clients = Vec::new();
+    for (name, app) in &runs {
+        let bearer = format!("Bearer {}", login(app).await);
+        let call = Call::get("/admin/v1/auth/me").header("authorization", bearer);
+        clients.push((name.clone(), app.addr, call, connect(app.addr).await, Vec::new()));
+    }
+    for (_, addr, call, sender, _) in &mut clients {
+        for _ in 0..100 {
+            send(sender, *addr, call).await;
+        }
+    }
+    let (load, steal) = (std::fs::read_to_string("/proc/loadavg").unwrap_or_default(), steal_ms());
+    for round in 0..10 {
+        let len = clients.len();
+        for i in 0..len {
+            let (_, addr, call, sender, latencies) = &mut clients[(i + round) % len];
+            for _ in 0..n / 10 {
+                let t = Instant::now();
+                send(sender, *addr, call).await;
+                latencies.push(t.elapsed());
+            }
+        }
+    }
+    let steal = steal.zip(steal_ms()).map_or("n/a".into(), |(a, b)| (b - a).to_string());
+    let load_now = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let first = |s: &str| s.split_whitespace().next().unwrap_or("n/a").to_string();
+    println!("### The Playground's JSON GET on the host and under Spin ({n} requests each, in 10 rounds)\n");
+    println!(
+        "load average {} before the rounds, {} after; steal during them {steal} ms\n",
+        first(&load),
+        first(&load_now)
+    );
+    println!("| scenario | p50 ms | p99 ms |\n|---|---|---|");
+    let mut stats = Vec::new();
+    for (name, _, _, _, latencies) in &mut clients {
+        latencies.sort();
+        let (p50, p99) = (latencies[latencies.len() / 2], latencies[latencies.len() * 99 / 100]);
+        println!("| {name}: GET /admin/v1/auth/me | {} | {} |", ms(p50), ms(p99));
+        stats.push((name.clone(), p50, p99));
+    }
+    println!();
+    let (_, host_p50, host_p99) = stats[0].clone();
+    for (name, p50, p99) in &stats[1..] {
+        println!(
+            "- {name}: p99 {} ms, {:.2}x the host's p99; p50 {:.2}x the host's (+{} ms)",
+            ms(*p99),
+            p99.as_secs_f64() / host_p99.as_secs_f64(),
+            p50.as_secs_f64() / host_p50.as_secs_f64(),
+            ms(p50.saturating_sub(host_p50))
+        );
+    }
+}
+
+/// One request of `call`, its status checked and its body read.
+async fn send(sender: &mut SendRequest<Full<Bytes>>, addr: SocketAddr, call: &Call) {
+    let mut request =
+        http::Request::builder().method(call.method.clone()).uri(&call.path).header("host", addr.to_string());
+    for (k, v) in &call.headers {
+        request = request.header(*k, v);
+    }
+    sender.ready().await.unwrap();
+    let response = sender.send_request(request.body(Full::new(call.body.clone())).unwrap()).await.unwrap();
+    assert_eq!(response.status().as_u16(), call.expect);
+    response.into_body().collect().await.unwrap();
 }
