@@ -93,19 +93,7 @@ async fn connect(addr: SocketAddr) -> SendRequest<Full<Bytes>> {
 async fn run(name: impl Into<String>, addr: SocketAddr, call: &Call, warmup: usize, n: usize) -> Stats {
     let name = name.into();
     let mut sender = connect(addr).await;
-    let mut once = async || -> usize {
-        let mut request =
-            http::Request::builder().method(call.method.clone()).uri(&call.path).header("host", addr.to_string());
-        for (k, v) in &call.headers {
-            request = request.header(*k, v);
-        }
-        sender.ready().await.unwrap();
-        let response = sender.send_request(request.body(Full::new(call.body.clone())).unwrap()).await.unwrap();
-        let status = response.status().as_u16();
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        assert_eq!(status, call.expect, "{name}: {}", String::from_utf8_lossy(&body[..body.len().min(300)]));
-        body.len()
-    };
+    let mut once = async || send(&mut sender, addr, call, &name).await.len();
     for _ in 0..warmup {
         once().await;
     }
@@ -480,19 +468,19 @@ async fn json_under_spin(n: usize) {
         let call = Call::get("/admin/v1/auth/me").header("authorization", bearer);
         clients.push((name.clone(), app.addr, call, connect(app.addr).await, Vec::new()));
     }
-    for (_, addr, call, sender, _) in &mut clients {
+    for (name, addr, call, sender, _) in &mut clients {
         for _ in 0..100 {
-            send(sender, *addr, call).await;
+            send(sender, *addr, call, name).await;
         }
     }
     let (load, steal) = (std::fs::read_to_string("/proc/loadavg").unwrap_or_default(), steal_ms());
     for round in 0..10 {
         let len = clients.len();
         for i in 0..len {
-            let (_, addr, call, sender, latencies) = &mut clients[(i + round) % len];
+            let (name, addr, call, sender, latencies) = &mut clients[(i + round) % len];
             for _ in 0..n / 10 {
                 let t = Instant::now();
-                send(sender, *addr, call).await;
+                send(sender, *addr, call, name).await;
                 latencies.push(t.elapsed());
             }
         }
@@ -527,8 +515,9 @@ async fn json_under_spin(n: usize) {
     }
 }
 
-/// One request of `call`, its status checked and its body read.
-async fn send(sender: &mut SendRequest<Full<Bytes>>, addr: SocketAddr, call: &Call) {
+/// One request of `call` on `sender`, its status checked (`name` says whose, with
+/// the body's start); its body, read to the end.
+async fn send(sender: &mut SendRequest<Full<Bytes>>, addr: SocketAddr, call: &Call, name: &str) -> Bytes {
     let mut request =
         http::Request::builder().method(call.method.clone()).uri(&call.path).header("host", addr.to_string());
     for (k, v) in &call.headers {
@@ -536,6 +525,8 @@ async fn send(sender: &mut SendRequest<Full<Bytes>>, addr: SocketAddr, call: &Ca
     }
     sender.ready().await.unwrap();
     let response = sender.send_request(request.body(Full::new(call.body.clone())).unwrap()).await.unwrap();
-    assert_eq!(response.status().as_u16(), call.expect);
-    response.into_body().collect().await.unwrap();
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(status, call.expect, "{name}: {}", String::from_utf8_lossy(&body[..body.len().min(300)]));
+    body
 }
