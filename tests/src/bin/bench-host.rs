@@ -274,6 +274,13 @@ async fn main() {
             ms(tools.p(0.5).saturating_sub(direct.p(0.5))),
             tools.p(0.5).as_secs_f64() / direct.p(0.5).as_secs_f64()
         );
+        // What a runtime adds to any answer (the trivial component over the
+        // direct hit) and what the console adds on top of that floor.
+        println!(
+            "- {label}: the runtime's floor, the trivial component, adds p50 {} ms over the direct upstream hit; the console's tools GET adds p50 {} ms over that floor",
+            ms(trivial.p(0.5).saturating_sub(direct.p(0.5))),
+            ms(tools.p(0.5).saturating_sub(trivial.p(0.5)))
+        );
         println!(
             "- {label}: brotli GET at {:.0}% of the trivial-component rate (target >= 70%)",
             100.0 * br.per_sec() / trivial.per_sec()
