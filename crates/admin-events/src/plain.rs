@@ -128,9 +128,8 @@ impl<'a> Scan<'a> {
     fn string(&mut self) -> Option<&'a str> {
         self.expect(b'"')?;
         let start = self.at;
-        let len = memchr::memchr(b'"', &self.bytes[start..])?;
-        let inside = &self.bytes[start..start + len];
-        if inside.iter().any(|&b| b < 0x20) {
+        let len = quote_or_control(&self.bytes[start..])?;
+        if self.bytes[start + len] != b'"' {
             return None;
         }
         self.at = start + len + 1;
@@ -206,6 +205,31 @@ impl<'a> Scan<'a> {
     fn expect(&mut self, want: u8) -> Option<()> {
         (self.next()? == want).then_some(())
     }
+}
+
+/// Where the first `"` or control character (below 0x20) of `bytes` is: the
+/// end of a string, or what makes it invalid, in one pass over 8 bytes at a
+/// time. The components are built for size, which turns off LLVM's
+/// vectorizers, so the word test is written out (SWAR): a byte's high bit is
+/// flagged when it is below 0x20 or when it is a quote (its XOR with `"` is
+/// zero). A flag is exact for the lowest flagged byte, since a borrow only
+/// carries upward, so that byte is the answer.
+fn quote_or_control(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    let stops = |b: u8| b == b'"' || b < 0x20;
+    let (words, rest) = bytes.as_chunks::<8>();
+    for (i, word) in words.iter().enumerate() {
+        let w = u64::from_le_bytes(*word);
+        let unquoted = w ^ (ONES * u64::from(b'"'));
+        let control = w.wrapping_sub(ONES * 0x20) & !w;
+        let quote = unquoted.wrapping_sub(ONES) & !unquoted;
+        let flags = (control | quote) & HIGHS;
+        if flags != 0 {
+            return Some(i * 8 + flags.trailing_zeros() as usize / 8);
+        }
+    }
+    rest.iter().position(|&b| stops(b)).map(|at| words.len() * 8 + at)
 }
 
 #[cfg(test)]
@@ -307,6 +331,19 @@ mod tests {
     }
 
     proptest! {
+        /// Every position: inside a word, at its edges and in the tail, next to
+        /// bytes that borrow (0x00, 0x20, 0x21, 0x23, 0x80, 0xff).
+        #[test]
+        fn finds_the_first_quote_or_control_byte(bytes in prop::collection::vec(prop_oneof![
+            6 => 0x20u8..=0xff,
+            2 => prop::sample::select(vec![0x00u8, 0x1f, 0x20, 0x21, 0x23, 0x7f, 0x80, 0xa2, 0xff]),
+            1 => Just(b'"'),
+            1 => 0u8..0x20,
+        ], 0..80)) {
+            let naive = bytes.iter().position(|&b| b == b'"' || b < 0x20);
+            prop_assert_eq!(quote_or_control(&bytes), naive);
+        }
+
         #[test]
         fn agrees_with_serde_json_on_any_text_without_escapes(text in json_text(), cut in 0usize..64, junk in "[ ,:{}\\[\\]\"a0-]{0,2}") {
             let mut data = text;
