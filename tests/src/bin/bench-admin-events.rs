@@ -18,7 +18,9 @@
 //! the Spin app on the repo's host and (with `SPIN_BIN`) under Spin, and the
 //! portable console on wasmtime serve (`WASMTIME_BIN`) and on jco serve (the
 //! pinned jco in tests/runtimes), all and the direct read alternating in every
-//! round, with each one's ratio to the host and to the direct read.
+//! round, with each one's ratio to the host and to the direct read. On the
+//! host and Spin the same stream also goes through a guest that only copies
+//! it (the probe's `/fetch`): the ceiling of any filter's ratio there.
 //!
 //! Each latency run also reports the hypervisor's steal during it: on a shared
 //! VM that, not the proxy, is what moves a p99 by milliseconds.
@@ -204,15 +206,28 @@ async fn runtimes(rounds: usize, direct: &str, script: &Arc<Mutex<Script>>, mock
     at_hand.extend(portable::wasmtime_bin().map(|bin| ("wasmtime serve (portable)", Runtime::WasmtimeServe(bin))));
     at_hand.extend(portable::jco_bin().map(|bin| ("jco serve (portable)", Runtime::Jco(bin))));
     let mut apps = Vec::new();
+    let ceiling = ceiling_site();
     for (name, runtime) in at_hand {
         let app = TestApp::start_on(&runtime, app_options(manifest(), mock)).await.unwrap();
         let url = app.url("/api/admin/events?session_id=s_bench");
         throughput_then(&url, false, script, 200, true).await;
-        apps.push((name, app, url, Vec::new()));
+        // The same stream through a guest that only copies it, on the same
+        // runtime: what any filter's ratio to the direct read is bounded by.
+        let spin_app = matches!(runtime, Runtime::Host | Runtime::Spin(_));
+        apps.push(Reader { name: name.to_string(), _app: app, url, rates: Vec::new(), upstream_form: false });
+        if spin_app {
+            let origin = format!("http://{}", mock.addr);
+            let options = TestAppOptions::new(ceiling.join("spin.toml")).variable("origin", &origin);
+            let app = TestApp::start_on(&runtime, options).await.unwrap();
+            let url = app.url(&format!("/probe/fetch?{origin}/v1/admin/events"));
+            throughput_then(&url, true, script, 200, true).await;
+            let name = format!("{name}: copying guest (probe /fetch)");
+            apps.push(Reader { name, _app: app, url, rates: Vec::new(), upstream_form: true });
+        }
     }
     let flood = 100_000;
     println!("### Sustained throughput of one admin stream on every runtime ({flood} events per reading)\n");
-    let names: Vec<&str> = apps.iter().map(|(name, ..)| *name).collect();
+    let names: Vec<&str> = apps.iter().map(|r| r.name.as_str()).collect();
     println!(
         "| round | direct events/s | {} |\n|---|---|{}",
         names.join(" events/s | ") + " events/s",
@@ -224,11 +239,11 @@ async fn runtimes(rounds: usize, direct: &str, script: &Arc<Mutex<Script>>, mock
         direct_rates.push(direct_rate);
         let len = apps.len();
         for i in 0..len {
-            let (_, _, url, rates) = &mut apps[(i + round) % len];
-            let rate = throughput_then(url, false, script, flood, true).await;
-            rates.push(rate);
+            let reader = &mut apps[(i + round) % len];
+            let rate = throughput_then(&reader.url, reader.upstream_form, script, flood, true).await;
+            reader.rates.push(rate);
         }
-        let cells: Vec<String> = apps.iter().map(|(.., rates)| format!("{:.0}", rates[round])).collect();
+        let cells: Vec<String> = apps.iter().map(|r| format!("{:.0}", r.rates[round])).collect();
         println!("| {} | {direct_rate:.0} | {} |", round + 1, cells.join(" | "));
     }
     let median = |mut v: Vec<f64>| {
@@ -236,8 +251,8 @@ async fn runtimes(rounds: usize, direct: &str, script: &Arc<Mutex<Script>>, mock
         v[v.len() / 2]
     };
     println!();
-    let host = apps[0].3.clone();
-    for (name, _, _, rates) in &apps {
+    let host = apps[0].rates.clone();
+    for Reader { name, rates, .. } in &apps {
         let to_host = median(rates.iter().zip(&host).map(|(r, h)| r / h).collect());
         let to_direct = median(rates.iter().zip(&direct_rates).map(|(r, d)| r / d).collect());
         println!(
@@ -245,6 +260,41 @@ async fn runtimes(rounds: usize, direct: &str, script: &Arc<Mutex<Script>>, mock
             median(rates.clone())
         );
     }
+}
+
+/// One stream read in every round of [`runtimes`].
+struct Reader {
+    name: String,
+    /// Kept running for the rounds.
+    _app: TestApp,
+    url: String,
+    rates: Vec<f64>,
+    /// The upstream's own frames (a copying guest), not the console's.
+    upstream_form: bool,
+}
+
+/// A temp app of the probe alone, whose `/probe/fetch` streams an upstream
+/// body to the client untouched (it may reach the `origin` variable).
+fn ceiling_site() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ratatoskr-bench-ceiling-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifest = format!(
+        r#"spin_manifest_version = 2
+[application]
+name = "copying-guest"
+[variables]
+origin = {{ required = true }}
+[[trigger.http]]
+route = "/probe/..."
+component = "probe"
+[component.probe]
+source = "{}"
+allowed_outbound_hosts = ["{{{{ origin }}}}"]
+"#,
+        require_wasm("probe.wasm").display()
+    );
+    std::fs::write(dir.join("spin.toml"), manifest).unwrap();
+    dir
 }
 
 /// Throughput of this app against a baseline copy, alternating in each round.
