@@ -556,10 +556,8 @@ describe('flight recorder (mock upstream)', () => {
       await h.sendWithEnter(page, 'emit 1');
       assert.equal((await h.waitForTerminal(page)).kind, 'done');
       await h.waitFor(page, (e) => { const head = document.querySelector('#affect > div'); return head !== null && head.textContent.endsWith(e); }, emitted(1), { timeout: 8000, what: 'the affect emit' });
-      // The page refetches BifrostState after a turn; on a slow runtime (jco serve) that answer
-      // can land after the snapshot below, so wait for it rather than for a fixed time.
-      await h.waitFor(page, () => /t_last · 40 ms/.test(document.getElementById('bifrost').textContent),
-        undefined, { timeout: 8000, what: 'the BifrostState after the turn' });
+      // Before the snapshot below: on jco serve the post-turn BifrostState can land after a fixed sleep.
+      await h.waitForLastDispatch(page, { timeout: 8000 });
       await h.sleep(200);
       const good = JSON.parse((await exportDocument(page)).text);
       const before = await panes(page);

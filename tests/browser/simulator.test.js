@@ -121,8 +121,7 @@ describe('operator console on the simulator', () => {
       assert.match(await page.textContent('#affect .spark'), /^[▁▂▃▄▅▆▇█]+$/);
 
       // Bifrost last dispatch moved, and AdminEvents has events for this session.
-      await h.waitFor(page, () => /last dispatch/.test(document.getElementById('bifrost').textContent) && !/none yet/.test(document.getElementById('bifrost').textContent),
-        undefined, { what: 'BifrostState last dispatch' });
+      await h.waitForLastDispatch(page);
       await h.waitFor(page, () => document.querySelectorAll('#admin-events li').length > 0, undefined, { timeout: 15_000, what: 'an admin event for the session' });
       const adminTexts = await page.$$eval('#admin-events li pre', (ps) => ps.map((p) => p.textContent));
       for (const t of adminTexts) {

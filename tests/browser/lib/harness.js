@@ -341,9 +341,17 @@ async function sendWithEnter(page, text) {
  */
 async function waitForPanesAfterTurn(page) {
   await waitFor(page, () => document.querySelector('#affect .metric'), undefined, { timeout: 15_000, what: 'the affect snapshot' });
-  await waitFor(page, () => /last dispatch/.test(document.getElementById('bifrost').textContent) && !/none yet/.test(document.getElementById('bifrost').textContent),
-    undefined, { what: 'BifrostState after the turn' });
+  await waitForLastDispatch(page);
   await waitFor(page, () => document.querySelectorAll('#admin-events li').length > 0, undefined, { timeout: 15_000, what: 'an admin event' });
+}
+
+/**
+ * Waits until BifrostState shows a last dispatch: the page refetches it after
+ * a turn, and on a slow runtime that answer can land well after the turn ends.
+ */
+async function waitForLastDispatch(page, { timeout } = {}) {
+  await waitFor(page, () => /last dispatch/.test(document.getElementById('bifrost').textContent) && !/none yet/.test(document.getElementById('bifrost').textContent),
+    undefined, { timeout, what: 'BifrostState after the turn' });
 }
 
 /** Waits for the current turn's terminal status line; returns its class kind and text. */
@@ -388,5 +396,5 @@ function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
 
 module.exports = {
   SPIN_BIN, PORTABLE, spinAppOnly, notOnJco, skipWhen, REPO_ROOT, ARTIFACTS, INDEX_HTML, MODULES_DIR, CONSOLE_MODULES, randomKey, startHost, launchBrowser, suiteSetup, openConsole, record,
-  assertClean, screenshot, waitFor, horizontalOverflow, startSession, sendWithEnter, waitForTerminal, waitForPanesAfterTurn, sleep,
+  assertClean, screenshot, waitFor, horizontalOverflow, startSession, sendWithEnter, waitForTerminal, waitForPanesAfterTurn, waitForLastDispatch, sleep,
 };
