@@ -260,7 +260,9 @@ fn live_session(ctx: &Ctx, token: &str, via: Via) -> Result<Option<Principal>, A
     let row = ctx.db.one(
         "SELECT s.user_id, u.email, u.platform_admin, s.impersonator_id, s.expires_at, s.revoked,
                 COALESCE(s.last_seen, s.created_at), s.parent_hash,
-                p.revoked, p.expires_at, COALESCE(p.last_seen, p.created_at), i.platform_admin, i.email
+                p.revoked, p.expires_at, COALESCE(p.last_seen, p.created_at), i.platform_admin, i.email,
+                (SELECT json_group_array(json_array(m.tenant_id, t.slug, m.role, m.gateway_scope))
+                   FROM memberships m JOIN tenants t ON t.id = m.tenant_id WHERE m.user_id = s.user_id)
            FROM admin_sessions s JOIN users u ON u.id = s.user_id
            LEFT JOIN admin_sessions p ON p.token_hash = s.parent_hash
            LEFT JOIN users i ON i.id = s.impersonator_id
@@ -304,29 +306,25 @@ fn live_session(ctx: &Ctx, token: &str, via: Via) -> Result<Option<Principal>, A
         )?;
     }
     let user = UserRef { id: row.text(0)?, email: row.text(1)? };
-    let roles = Roles { platform_admin: row.flag(2)?, memberships: memberships(ctx.db, &user.id)? };
+    let roles = Roles { platform_admin: row.flag(2)?, memberships: memberships(&row.text(13)?)? };
     Ok(Some(Principal { user, roles, impersonator, via, session_hash, parent_hash, expires_at }))
 }
 
-pub fn memberships(db: &dyn Db, user_id: &str) -> Result<Vec<Membership>, DbError> {
-    let rows = db.query(
-        "SELECT m.tenant_id, t.slug, m.role, m.gateway_scope
-           FROM memberships m JOIN tenants t ON t.id = m.tenant_id
-          WHERE m.user_id = ? ORDER BY t.slug",
-        &[user_id.into()],
-    )?;
-    let mut out = Vec::new();
-    for row in rows {
+/// The user's memberships from the session query's JSON column (one
+/// `[tenant_id, slug, role, scope]` array each), in tenant slug order. They
+/// come with the session row because under Spin every statement is a host
+/// call and a thread hop of its own (measured in docs/benchmarks/runs.md).
+fn memberships(json: &str) -> Result<Vec<Membership>, DbError> {
+    let rows: Vec<[String; 4]> = serde_json::from_str(json).map_err(|e| DbError(format!("memberships column: {e}")))?;
+    let mut out: Vec<Membership> = rows
+        .into_iter()
         // An unknown role grants nothing (fail closed).
-        if let Some(role) = Role::parse(&row.text(2)?) {
-            out.push(Membership {
-                tenant_id: row.text(0)?,
-                tenant_slug: row.text(1)?,
-                role,
-                scope: Scope::parse(&row.text(3)?),
-            });
-        }
-    }
+        .filter_map(|[tenant_id, tenant_slug, role, scope]| {
+            Some(Membership { tenant_id, tenant_slug, role: Role::parse(&role)?, scope: Scope::parse(&scope) })
+        })
+        .collect();
+    // SQLite's BINARY collation compares bytes, as `str` does.
+    out.sort_by(|a, b| a.tenant_slug.cmp(&b.tenant_slug));
     Ok(out)
 }
 

@@ -40,6 +40,40 @@ fn login_sets_a_strict_http_only_cookie_and_returns_the_profile() {
     assert_eq!(json_of(&scoped)["user"]["memberships"][0]["gateway_scope"], json!(["gw_acme_second"]));
 }
 
+/// The memberships ride in the session query as JSON: every value survives
+/// the trip (quotes, backslashes, non-ASCII), they come in SQLite's byte
+/// order of slugs whatever order they were written in, and none is `[]`.
+#[test]
+fn memberships_come_with_the_session_in_slug_order_and_exact() {
+    let w = World::new();
+    let token = w.login("admin@acme.test");
+    let odd_id = "ten_\"q\\";
+    let odd_scope = r#"["gw_\"x\\"]"#;
+    for (id, slug) in [(odd_id, "zeta"), ("ten_b", "Zeta"), ("ten_c", "été"), ("ten_d", "acme-2")] {
+        w.db.exec("INSERT INTO tenants (id, slug) VALUES (?, ?)", &[id.into(), slug.into()]).unwrap();
+        let scope = if id == "ten_b" { odd_scope } else { "all" };
+        w.db.exec(
+            "INSERT INTO memberships (user_id, tenant_id, role, gateway_scope)
+             VALUES ('usr_demo_acme_admin', ?, 'viewer', ?)",
+            &[id.into(), scope.into()],
+        )
+        .unwrap();
+    }
+    let v = json_of(&w.get("/auth/me", &token));
+    let got: Vec<(&str, &str)> = v["user"]["memberships"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["tenant_slug"].as_str().unwrap(), m["tenant_id"].as_str().unwrap()))
+        .collect();
+    let want = [("Zeta", "ten_b"), ("acme", "ten_acme"), ("acme-2", "ten_d"), ("zeta", odd_id), ("été", "ten_c")];
+    assert_eq!(got, want);
+    assert_eq!(v["user"]["memberships"][0]["gateway_scope"], json!(["gw_\"x\\"]));
+    assert_eq!(v["user"]["memberships"][1]["role"], "admin");
+    w.db.exec("DELETE FROM memberships WHERE user_id = 'usr_demo_acme_admin'", &[]).unwrap();
+    assert_eq!(json_of(&w.get("/auth/me", &token))["user"]["memberships"], json!([]));
+}
+
 #[test]
 fn the_cookie_is_secure_over_https() {
     let w = World::new();
