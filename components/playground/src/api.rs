@@ -20,11 +20,14 @@ pub fn handle(ctx: &Ctx, req: &Request) -> Response {
 
 fn dispatch(ctx: &Ctx, req: &Request) -> Result<Response, ApiError> {
     let route = routes::route(&req.method, &req.path)?;
-    seed::ensure(ctx, req)?;
+    let (setup, looked) = auth::first_read(ctx, req, route != Route::Login);
+    let ensured = seed::ensure(ctx, req, setup)?;
     if route == Route::Login {
         return auth::login(ctx, req);
     }
-    let principal = auth::authenticate(ctx, req)?;
+    // What the set-up wrote may end the session read before it.
+    let looked = looked.filter(|_| ensured == seed::Ensured::Untouched);
+    let principal = auth::authenticate(ctx, req, looked)?;
     if req.method == "POST" {
         auth::check_csrf(ctx, req, principal.via)?;
     }

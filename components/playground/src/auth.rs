@@ -34,11 +34,12 @@ use serde_json::{json, Value};
 
 use crate::access::{Membership, Role, Roles, Scope};
 use crate::context::Ctx;
-use crate::db::{Db, DbError, Val};
+use crate::db::{Db, DbError, Row, Val};
 use crate::error::{self, ApiError};
 use crate::http::{json_body, Request, Response};
 use crate::net;
 use crate::routes;
+use crate::schema::{self, Setup, SETUP_COLUMNS, SETUP_WIDTH};
 use crate::util::{iso8601, sha256_hex};
 
 /// The cookie over http.
@@ -223,14 +224,39 @@ impl Principal {
     }
 }
 
-/// The live session behind the request's credential.
-pub fn authenticate(ctx: &Ctx, req: &Request) -> Result<Principal, ApiError> {
+/// A session lookup made ahead of [`authenticate`], in the request's first
+/// statement ([`first_read`]).
+pub struct Looked {
+    token: String,
+    row: Option<Row>,
+}
+
+/// The request's first statement: the set-up markers (`seed::ensure` needs
+/// them on every request) and, when `with_session` and a session-shaped
+/// credential was presented, the first one's session, read together.
+pub fn first_read(ctx: &Ctx, req: &Request, with_session: bool) -> (Setup, Option<Looked>) {
+    let token = credentials(req).into_iter().map(|(_, token)| token).find(|token| is_session_token(token));
+    let Some(token) = token.filter(|_| with_session) else { return (schema::setup(ctx.db), None) };
+    match read_session(ctx.db, token) {
+        Ok((setup, row)) => (setup, Some(Looked { token: token.to_string(), row })),
+        // A database not set up yet has no tables: the set-up runs, then the lookup again.
+        Err(_) => (Setup::default(), None),
+    }
+}
+
+/// The live session behind the request's credential; `looked`: a lookup
+/// already made (and still current) for one of them.
+pub fn authenticate(ctx: &Ctx, req: &Request, mut looked: Option<Looked>) -> Result<Principal, ApiError> {
     let presented = credentials(req);
     let Some(&(via, _)) = presented.first() else {
         return Err(error::unauthenticated());
     };
     for (via, token) in presented {
-        if let Some(principal) = live_session(ctx, token, via)? {
+        let row = match looked.take_if(|l| l.token == token) {
+            Some(l) => l.row,
+            None => lookup(ctx.db, token)?,
+        };
+        if let Some(principal) = live_session(ctx, token, via, row)? {
             return Ok(principal);
         }
     }
@@ -251,24 +277,42 @@ fn revoke(db: &dyn Db, hashes: &[&str]) -> Result<(), DbError> {
     Ok(())
 }
 
-/// The session `token` stands for, if it is live now (see the module docs).
-fn live_session(ctx: &Ctx, token: &str, via: Via) -> Result<Option<Principal>, ApiError> {
-    if !is_session_token(token) {
-        return Ok(None);
+/// A session and what it joins: its user, the session that started it (an
+/// impersonation's), the impersonator, and the user's memberships as one
+/// JSON column ([`memberships`]).
+const SESSION_ROW: &str = "SELECT s.user_id, u.email, u.platform_admin, s.impersonator_id, s.expires_at, s.revoked,
+        COALESCE(s.last_seen, s.created_at), s.parent_hash,
+        p.revoked, p.expires_at, COALESCE(p.last_seen, p.created_at), i.platform_admin, i.email,
+        (SELECT json_group_array(json_array(m.tenant_id, t.slug, m.role, m.gateway_scope))
+           FROM memberships m JOIN tenants t ON t.id = m.tenant_id WHERE m.user_id = s.user_id)
+   FROM admin_sessions s JOIN users u ON u.id = s.user_id
+   LEFT JOIN admin_sessions p ON p.token_hash = s.parent_hash
+   LEFT JOIN users i ON i.id = s.impersonator_id
+  WHERE s.token_hash = ?";
+
+/// The set-up markers and the [`SESSION_ROW`] of `token`, if it has a
+/// session, in one statement: the one-row join keeps the markers' row when
+/// there is no session.
+fn read_session(db: &dyn Db, token: &str) -> Result<(Setup, Option<Row>), DbError> {
+    let sql = format!("SELECT {SETUP_COLUMNS}, x.* FROM (SELECT 1) LEFT JOIN ({SESSION_ROW}) x ON 1");
+    let mut row = db.one(&sql, &[Val::Text(sha256_hex(token))])?.ok_or_else(|| DbError("no set-up row".into()))?;
+    let session = Row(row.0.split_off(SETUP_WIDTH));
+    // `user_id` is never NULL in a session row.
+    Ok((Setup::from_row(&row), session.opt_text(0)?.is_some().then_some(session)))
+}
+
+/// The session row of a presented credential (none for a token that is not session-shaped).
+fn lookup(db: &dyn Db, token: &str) -> Result<Option<Row>, DbError> {
+    match is_session_token(token) {
+        true => read_session(db, token).map(|(_, row)| row),
+        false => Ok(None),
     }
+}
+
+/// The session `token` stands for, if it is live now (see the module docs);
+/// `row`: its [`lookup`].
+fn live_session(ctx: &Ctx, token: &str, via: Via, row: Option<Row>) -> Result<Option<Principal>, ApiError> {
     let session_hash = sha256_hex(token);
-    let row = ctx.db.one(
-        "SELECT s.user_id, u.email, u.platform_admin, s.impersonator_id, s.expires_at, s.revoked,
-                COALESCE(s.last_seen, s.created_at), s.parent_hash,
-                p.revoked, p.expires_at, COALESCE(p.last_seen, p.created_at), i.platform_admin, i.email,
-                (SELECT json_group_array(json_array(m.tenant_id, t.slug, m.role, m.gateway_scope))
-                   FROM memberships m JOIN tenants t ON t.id = m.tenant_id WHERE m.user_id = s.user_id)
-           FROM admin_sessions s JOIN users u ON u.id = s.user_id
-           LEFT JOIN admin_sessions p ON p.token_hash = s.parent_hash
-           LEFT JOIN users i ON i.id = s.impersonator_id
-          WHERE s.token_hash = ?",
-        &[Val::Text(session_hash.clone())],
-    )?;
     let Some(row) = row else { return Ok(None) };
     let now = ctx.now_s();
     let expires_at = row.int(4)?;
@@ -385,7 +429,7 @@ fn create_session(
 }
 
 fn load_principal(ctx: &Ctx, token: &str, via: Via) -> Result<Principal, ApiError> {
-    live_session(ctx, token, via)?.ok_or_else(error::session_expired)
+    live_session(ctx, token, via, lookup(ctx.db, token)?)?.ok_or_else(error::session_expired)
 }
 
 // ---- rate limiting ---------------------------------------------------------------------

@@ -27,7 +27,7 @@
 //! format and hash and the row types are defined once, in `crates/gateway-ledger`
 //! (its crate docs describe the columns); migration 1 runs that DDL.
 
-use crate::db::{Db, DbError, Val};
+use crate::db::{Db, DbError, Row, Val};
 
 /// The newest schema version.
 pub const SCHEMA_VERSION: i64 = 2;
@@ -118,6 +118,17 @@ pub struct Setup {
     pub bootstrap_password: Option<String>,
 }
 
+/// The schema version and the setup markers as [`SETUP_WIDTH`] columns: a
+/// statement of their own ([`setup`]), or the head of the session lookup
+/// (`auth`), so a signed-in request reads both in one statement (under Spin
+/// every statement is a host call of its own).
+pub const SETUP_COLUMNS: &str = "(SELECT MAX(version) FROM schema_version),
+        (SELECT value FROM settings WHERE key = 'bootstrap_admin'),
+        (SELECT value FROM settings WHERE key = 'demo_seed'),
+        (SELECT value FROM settings WHERE key = 'demo_password'),
+        (SELECT value FROM settings WHERE key = 'bootstrap_password')";
+pub const SETUP_WIDTH: usize = 5;
+
 /// Reads the schema version and the setup markers in one statement. A
 /// fresh database (no tables yet) reads as version 0.
 pub fn state(db: &dyn Db) -> State {
@@ -126,16 +137,16 @@ pub fn state(db: &dyn Db) -> State {
 
 /// [`state`] with the demo password's marker, in the same one statement.
 pub fn setup(db: &dyn Db) -> Setup {
-    let row = db.one(
-        "SELECT (SELECT MAX(version) FROM schema_version),
-                (SELECT value FROM settings WHERE key = 'bootstrap_admin'),
-                (SELECT value FROM settings WHERE key = 'demo_seed'),
-                (SELECT value FROM settings WHERE key = 'demo_password'),
-                (SELECT value FROM settings WHERE key = 'bootstrap_password')",
-        &[],
-    );
-    match row {
-        Ok(Some(row)) => Setup {
+    match db.one(&format!("SELECT {SETUP_COLUMNS}"), &[]) {
+        Ok(Some(row)) => Setup::from_row(&row),
+        _ => Setup::default(),
+    }
+}
+
+impl Setup {
+    /// The [`SETUP_COLUMNS`] at the head of `row`.
+    pub fn from_row(row: &Row) -> Setup {
+        Setup {
             state: State {
                 version: row.opt_int(0).ok().flatten().unwrap_or(0),
                 bootstrap_admin: row.opt_text(1).ok().flatten(),
@@ -143,8 +154,7 @@ pub fn setup(db: &dyn Db) -> Setup {
             },
             demo_password: row.opt_text(3).ok().flatten(),
             bootstrap_password: row.opt_text(4).ok().flatten(),
-        },
-        _ => Setup::default(),
+        }
     }
 }
 

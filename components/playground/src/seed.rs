@@ -1,7 +1,8 @@
 //! Lazy set-up on a request: migrations, the bootstrap platform admin
 //! (variables `bootstrap_admin_email` + `bootstrap_admin_password`) and, with
-//! `seed_demo_data`, the demo world (docs/playground.md, "Demo world"). One cheap query
-//! per request reads the schema version and the markers; everything after it
+//! `seed_demo_data`, the demo world (docs/playground.md, "Demo world"). The
+//! request's first statement reads the schema version and the markers
+//! ([`schema::SETUP_COLUMNS`], with the session lookup when there is one); everything after it
 //! is idempotent (`INSERT OR IGNORE` on natural keys, deterministic ids), so
 //! two requests racing through it leave the same state.
 //!
@@ -25,16 +26,18 @@
 //! the first visitor. A database whose demo users still have the password
 //! this app once published is given a random one the same way.
 
+use std::cell::Cell;
+
 use serde_json::json;
 
 use crate::access::Scope;
 use crate::auth::{hash_password, normalize_email, revoke_all, verify_password, MIN_PASSWORD_LEN};
 use crate::context::Ctx;
-use crate::db::{transaction, Db, DbError, Val};
+use crate::db::{transaction, Db, DbError, Row, Val};
 use crate::error::ApiError;
 use crate::http::Request;
 use crate::net;
-use crate::schema::{self, SCHEMA_VERSION};
+use crate::schema::{self, Setup, SCHEMA_VERSION};
 use crate::util::sha256_hex;
 
 /// Bumped when the demo world changes.
@@ -47,8 +50,42 @@ pub const GENERATED_PASSWORD_CHARS: usize = 20;
 /// 32 symbols (a byte's low 5 bits pick one), none easily misread (no i, l, o, 1).
 const ALPHABET: &[u8; 32] = b"abcdefghjkmnpqrstuvwxyz023456789";
 
-pub fn ensure(ctx: &Ctx, req: &Request) -> Result<(), ApiError> {
-    let setup = schema::setup(ctx.db);
+/// Whether [`ensure`] ran any statement: what the request read before it
+/// may be stale then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ensured {
+    Untouched,
+    Worked,
+}
+
+/// Brings the database to what the configuration asks, given its `setup` as
+/// the request's first statement read it: migrations, the bootstrap admin,
+/// the demo world. On the usual request there is nothing to do and no
+/// statement runs.
+pub fn ensure(ctx: &Ctx, req: &Request, setup: Setup) -> Result<Ensured, ApiError> {
+    let counted = Counted { db: ctx.db, statements: Cell::new(0) };
+    set_up(&Ctx { db: &counted, ..*ctx }, req, setup)?;
+    Ok(match counted.statements.get() {
+        0 => Ensured::Untouched,
+        _ => Ensured::Worked,
+    })
+}
+
+/// Counts the statements run through it: every branch of [`set_up`] that
+/// reads or writes is seen, with nothing to keep in step by hand.
+struct Counted<'a> {
+    db: &'a dyn Db,
+    statements: Cell<usize>,
+}
+
+impl Db for Counted<'_> {
+    fn query(&self, sql: &str, params: &[Val]) -> Result<Vec<Row>, DbError> {
+        self.statements.set(self.statements.get() + 1);
+        self.db.query(sql, params)
+    }
+}
+
+fn set_up(ctx: &Ctx, req: &Request, setup: Setup) -> Result<(), ApiError> {
     let state = setup.state;
     if state.version < SCHEMA_VERSION {
         schema::migrate(ctx.db, state.version, ctx.now_s()).map_err(log("migrations"))?;

@@ -1,6 +1,7 @@
 //! Sign-in, the session cookie and bearer, sign-out, CSRF, impersonation and session hygiene.
 
 use super::*;
+use crate::db::{DbError, Row, Val};
 
 #[test]
 fn login_sets_a_strict_http_only_cookie_and_returns_the_profile() {
@@ -466,4 +467,73 @@ fn behind_a_host_rewriting_proxy_sign_in_and_cookie_writes_use_the_forwarded_ori
     let r = send("/auth/login", &forged, credentials);
     assert_error(&r, 403, "csrf_rejected");
     assert!(header(&r, "set-cookie").is_none());
+}
+
+/// Every statement a request runs, in order.
+struct Recorded<'a> {
+    db: &'a dyn Db,
+    sql: RefCell<Vec<String>>,
+}
+
+impl Db for Recorded<'_> {
+    fn query(&self, sql: &str, params: &[Val]) -> Result<Vec<Row>, DbError> {
+        self.sql.borrow_mut().push(sql.split_whitespace().collect::<Vec<_>>().join(" "));
+        self.db.query(sql, params)
+    }
+}
+
+/// What `GET /auth/me` with these headers answers, and the statements it ran.
+fn me_with_statements(w: &World, headers: &[(&str, String)]) -> (u16, Vec<String>) {
+    let recorded = Recorded { db: &w.db, sql: RefCell::new(Vec::new()) };
+    let req = Request {
+        method: "GET".into(),
+        path: "/auth/me".into(),
+        query: String::new(),
+        headers: headers.iter().map(|(n, v)| (n.to_string(), v.clone())).collect(),
+        body: Body::Bytes(Vec::new()),
+    };
+    let status = handle(&Ctx { db: &recorded, ..w.ctx() }, &req).status;
+    (status, recorded.sql.into_inner())
+}
+
+/// Under Spin every statement is a host call: on a set-up database a
+/// signed-in read is one, the set-up markers and the session (with its
+/// memberships) together; more only when more is presented or to do.
+#[test]
+fn a_signed_in_read_is_one_statement() {
+    let w = World::new();
+    let token = w.login("admin@acme.test");
+    let bearer = ("authorization", format!("Bearer {token}"));
+    let (status, sql) = me_with_statements(&w, std::slice::from_ref(&bearer));
+    assert_eq!((status, sql.len()), (200, 1), "{sql:?}");
+    assert!(sql[0].contains("schema_version") && sql[0].contains("admin_sessions") && sql[0].contains("memberships"));
+    // No session-shaped credential: the set-up markers alone.
+    let (status, sql) = me_with_statements(&w, &[("authorization", "Bearer not-a-session".into())]);
+    assert_eq!((status, sql.len()), (401, 1), "{sql:?}");
+    let (status, sql) = me_with_statements(&w, &[]);
+    assert_eq!((status, sql.len()), (401, 1), "{sql:?}");
+    // A dead cookie ahead of a live one: the second is looked up on its own.
+    let dead = format!("{SESSION_COOKIE}=sess_{}", "0".repeat(64));
+    let live = format!("{SESSION_COOKIE}={token}");
+    let (status, sql) = me_with_statements(&w, &[("cookie", format!("{dead}; {live}"))]);
+    assert_eq!((status, sql.len()), (200, 2), "{sql:?}");
+    // A minute on, the session's last_seen is written as well.
+    w.advance_s(auth::TOUCH_EVERY_S);
+    let (status, sql) = me_with_statements(&w, std::slice::from_ref(&bearer));
+    assert_eq!((status, sql.len()), (200, 2), "{sql:?}");
+    assert!(sql[1].starts_with("UPDATE admin_sessions SET last_seen"), "{sql:?}");
+}
+
+/// The first request on an empty database may carry a session: the joint
+/// read fails on the missing tables, the set-up runs, and the lookup runs
+/// again on the new schema.
+#[test]
+fn a_session_on_an_empty_database_sets_it_up_and_is_refused() {
+    let w = World::new();
+    let stale = format!("Bearer sess_{}", "a".repeat(64));
+    let (status, sql) = me_with_statements(&w, &[("authorization", stale.clone())]);
+    assert_eq!(status, 401);
+    assert_eq!(schema::state(&w.db).version, schema::SCHEMA_VERSION);
+    assert!(sql.last().unwrap().contains("admin_sessions s JOIN users u"), "looked up again: {sql:?}");
+    assert_eq!(me_with_statements(&w, &[("authorization", stale)]).1.len(), 1, "then one statement");
 }
