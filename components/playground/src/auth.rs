@@ -228,6 +228,8 @@ impl Principal {
 /// statement ([`first_read`]).
 pub struct Looked {
     token: String,
+    session_hash: String,
+    /// `None`: no session has that hash.
     row: Option<Row>,
 }
 
@@ -237,8 +239,9 @@ pub struct Looked {
 pub fn first_read(ctx: &Ctx, req: &Request, with_session: bool) -> (Setup, Option<Looked>) {
     let token = credentials(req).into_iter().map(|(_, token)| token).find(|token| is_session_token(token));
     let Some(token) = token.filter(|_| with_session) else { return (schema::setup(ctx.db), None) };
-    match read_session(ctx.db, token) {
-        Ok((setup, row)) => (setup, Some(Looked { token: token.to_string(), row })),
+    let session_hash = sha256_hex(token);
+    match read_session(ctx.db, &session_hash) {
+        Ok((setup, row)) => (setup, Some(Looked { token: token.to_string(), session_hash, row })),
         // A database not set up yet has no tables: the set-up runs, then the lookup again.
         Err(_) => (Setup::default(), None),
     }
@@ -252,11 +255,11 @@ pub fn authenticate(ctx: &Ctx, req: &Request, mut looked: Option<Looked>) -> Res
         return Err(error::unauthenticated());
     };
     for (via, token) in presented {
-        let row = match looked.take_if(|l| l.token == token) {
-            Some(l) => l.row,
+        let looked = match looked.take_if(|l| l.token == token) {
+            Some(l) => l,
             None => lookup(ctx.db, token)?,
         };
-        if let Some(principal) = live_session(ctx, token, via, row)? {
+        if let Some(principal) = live_session(ctx, looked, via)? {
             return Ok(principal);
         }
     }
@@ -290,29 +293,31 @@ const SESSION_ROW: &str = "SELECT s.user_id, u.email, u.platform_admin, s.impers
    LEFT JOIN users i ON i.id = s.impersonator_id
   WHERE s.token_hash = ?";
 
-/// The set-up markers and the [`SESSION_ROW`] of `token`, if it has a
-/// session, in one statement: the one-row join keeps the markers' row when
+/// The set-up markers and the [`SESSION_ROW`] of `session_hash`, if there
+/// is one, in one statement: the one-row join keeps the markers' row when
 /// there is no session.
-fn read_session(db: &dyn Db, token: &str) -> Result<(Setup, Option<Row>), DbError> {
+fn read_session(db: &dyn Db, session_hash: &str) -> Result<(Setup, Option<Row>), DbError> {
     let sql = format!("SELECT {SETUP_COLUMNS}, x.* FROM (SELECT 1) LEFT JOIN ({SESSION_ROW}) x ON 1");
-    let mut row = db.one(&sql, &[Val::Text(sha256_hex(token))])?.ok_or_else(|| DbError("no set-up row".into()))?;
+    let mut row = db.one(&sql, &[session_hash.into()])?.ok_or_else(|| DbError("no set-up row".into()))?;
     let session = Row(row.0.split_off(SETUP_WIDTH));
     // `user_id` is never NULL in a session row.
     Ok((Setup::from_row(&row), session.opt_text(0)?.is_some().then_some(session)))
 }
 
-/// The session row of a presented credential (none for a token that is not session-shaped).
-fn lookup(db: &dyn Db, token: &str) -> Result<Option<Row>, DbError> {
-    match is_session_token(token) {
-        true => read_session(db, token).map(|(_, row)| row),
-        false => Ok(None),
-    }
+/// The session of a presented credential (no row, and no statement, for a
+/// token that is not session-shaped).
+fn lookup(db: &dyn Db, token: &str) -> Result<Looked, DbError> {
+    let session_hash = sha256_hex(token);
+    let row = match is_session_token(token) {
+        true => read_session(db, &session_hash)?.1,
+        false => None,
+    };
+    Ok(Looked { token: token.to_string(), session_hash, row })
 }
 
-/// The session `token` stands for, if it is live now (see the module docs);
-/// `row`: its [`lookup`].
-fn live_session(ctx: &Ctx, token: &str, via: Via, row: Option<Row>) -> Result<Option<Principal>, ApiError> {
-    let session_hash = sha256_hex(token);
+/// The session `looked` found, if it is live now (see the module docs).
+fn live_session(ctx: &Ctx, looked: Looked, via: Via) -> Result<Option<Principal>, ApiError> {
+    let Looked { session_hash, row, .. } = looked;
     let Some(row) = row else { return Ok(None) };
     let now = ctx.now_s();
     let expires_at = row.int(4)?;
@@ -429,7 +434,7 @@ fn create_session(
 }
 
 fn load_principal(ctx: &Ctx, token: &str, via: Via) -> Result<Principal, ApiError> {
-    live_session(ctx, token, via, lookup(ctx.db, token)?)?.ok_or_else(error::session_expired)
+    live_session(ctx, lookup(ctx.db, token)?, via)?.ok_or_else(error::session_expired)
 }
 
 // ---- rate limiting ---------------------------------------------------------------------

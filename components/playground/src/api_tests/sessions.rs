@@ -43,7 +43,8 @@ fn login_sets_a_strict_http_only_cookie_and_returns_the_profile() {
 
 /// The memberships ride in the session query as JSON: every value survives
 /// the trip (quotes, backslashes, non-ASCII), they come in SQLite's byte
-/// order of slugs whatever order they were written in, and none is `[]`.
+/// order of slugs whatever order they were written in, and a user with
+/// none has `[]`.
 #[test]
 fn memberships_come_with_the_session_in_slug_order_and_exact() {
     let w = World::new();
