@@ -144,6 +144,9 @@ pub struct Parser {
     last_event_id: String,
     reconnection_time: Option<u64>,
     error: Option<SseError>,
+    /// A block was left to the line path ([`Parser::block_in_place`]): the
+    /// rest of it goes that way too, so no line is scanned twice.
+    by_line: bool,
 }
 
 impl Default for Parser {
@@ -170,6 +173,7 @@ impl Parser {
             last_event_id: String::new(),
             reconnection_time: None,
             error: None,
+            by_line: false,
         }
     }
 
@@ -241,6 +245,7 @@ impl Parser {
         self.skip_lf = false;
         self.bom = BomState::Matching(0);
         self.error = None;
+        self.by_line = false;
         discarded
     }
 
@@ -258,6 +263,10 @@ impl Parser {
             }
         }
         while !chunk.is_empty() {
+            if let Some(used) = self.block_in_place(chunk, on_item) {
+                chunk = &chunk[used..];
+                continue;
+            }
             let Some(end) = memchr::memchr2(b'\n', b'\r', chunk) else {
                 // No line end: keep the partial line, refusing to outgrow the bound.
                 self.check_line_len(self.line.len() + chunk.len())?;
@@ -290,6 +299,64 @@ impl Parser {
             chunk = &chunk[next..];
         }
         Ok(())
+    }
+
+    /// Reads the block at the start of `chunk` in place when the whole of it,
+    /// up to its blank line, is there and nothing of it was read before: its
+    /// values are borrowed from the chunk, not copied into the buffers (the
+    /// common case, an event that arrived in one read). Returns the bytes
+    /// used, or `None`, having changed nothing, when the block is for the
+    /// line path: cut by the chunk's end, or with a CR, a comment, a second
+    /// `data` line, text that is not UTF-8 or a value past the limits. Both
+    /// paths apply the same field rules ([`Parser::process_line`]).
+    fn block_in_place(&mut self, chunk: &[u8], on_item: &mut dyn FnMut(ItemRef<'_>)) -> Option<usize> {
+        let idle = self.line.is_empty() && self.data.is_empty() && self.event_type.is_empty();
+        if self.by_line || !idle || self.event_retry.is_some() {
+            return None;
+        }
+        // Left to the line path from here on, unless read whole below.
+        self.by_line = true;
+        let (mut event, mut data, mut id, mut retry) = (None, None, None, None);
+        let mut at = 0;
+        let used = loop {
+            let end = at + memchr::memchr2(b'\n', b'\r', &chunk[at..])?;
+            if chunk[end] == b'\r' || end - at > self.limits.max_line_bytes {
+                return None;
+            }
+            let line = &chunk[at..end];
+            at = end + 1;
+            let Some(&first) = line.first() else { break at };
+            if first == b':' {
+                return None;
+            }
+            let (name, value) = match memchr::memchr(b':', line) {
+                Some(colon) => (&line[..colon], strip_one_space(&line[colon + 1..])),
+                None => (line, &[][..]),
+            };
+            match name {
+                b"data" if data.is_none() && value.len() < self.limits.max_event_bytes => data = Some(value),
+                b"data" => return None,
+                b"event" => event = Some(value),
+                b"id" if !value.contains(&0) => id = Some(value),
+                b"retry" => retry = parse_ascii_digits(value).or(retry),
+                _ => {}
+            }
+        };
+        let (Ok(event), Ok(data), Ok(id)) = (utf8(event), utf8(data), utf8(id)) else { return None };
+        self.by_line = false;
+        if let Some(id) = id {
+            self.last_event_id.clear();
+            self.last_event_id.push_str(id);
+        }
+        if retry.is_some() {
+            self.reconnection_time = retry;
+        }
+        if let Some(data) = data {
+            let event = event.filter(|e| !e.is_empty()).unwrap_or("message");
+            let id = (!self.last_event_id.is_empty()).then_some(self.last_event_id.as_str());
+            on_item(ItemRef::Event(EventRef { id, event, data, retry }));
+        }
+        Some(used)
     }
 
     /// Consumes a leading BOM, possibly split over chunks, and returns the
@@ -372,6 +439,7 @@ impl Parser {
     }
 
     fn dispatch(&mut self, on_item: &mut dyn FnMut(ItemRef<'_>)) {
+        self.by_line = false;
         let retry = self.event_retry.take();
         if self.data.is_empty() {
             self.event_type.clear();
@@ -414,6 +482,10 @@ fn push_lossy(dst: &mut String, bytes: &[u8]) {
             dst.push(char::REPLACEMENT_CHARACTER);
         }
     }
+}
+
+fn utf8(bytes: Option<&[u8]>) -> Result<Option<&str>, std::str::Utf8Error> {
+    bytes.map(std::str::from_utf8).transpose()
 }
 
 /// A non-empty all-ASCII-digit value as u64; `None` otherwise or on overflow
@@ -747,6 +819,41 @@ mod tests {
         let mut parser = small(8, 100);
         let out = feed_each(&mut parser, &[b"data: ab\n\n"]);
         assert_eq!(out, vec![Item::Event(ev(None, "message", "ab"))]);
+    }
+
+    #[test]
+    fn an_event_whole_in_one_read_is_not_copied() {
+        let mut parser = Parser::new();
+        let mut seen = Vec::new();
+        let chunk = b"id: 7\nevent: turn.started\nretry: 50\ndata: {\"a\":1}\n\nid: 8\ndata: x\n\n";
+        parser
+            .feed_with(chunk, |item| {
+                if let ItemRef::Event(e) = item {
+                    // Borrowed from the read itself, not from the parser's buffers.
+                    let inside = chunk.as_ptr_range().contains(&e.data.as_ptr());
+                    seen.push((e.id.map(str::to_owned), e.event.to_owned(), e.data.to_owned(), e.retry, inside));
+                }
+            })
+            .unwrap();
+        let row = |id: &str, event: &str, data: &str, retry| (Some(id.into()), event.into(), data.into(), retry, true);
+        assert_eq!(seen, [row("7", "turn.started", "{\"a\":1}", Some(50)), row("8", "message", "x", None)]);
+        assert_eq!((parser.last_event_id(), parser.reconnection_time()), ("8", Some(50)));
+        // Only the last event id was kept (it outlives the read).
+        assert_eq!(parser.data.capacity() + parser.event_type.capacity() + parser.line.capacity(), 0);
+    }
+
+    #[test]
+    fn a_block_left_to_the_line_path_is_not_scanned_again_per_line() {
+        // 100,000 lines of a block that the read cuts: reading the rest of it
+        // again before each line would take minutes, once takes milliseconds.
+        let first = "x\n".repeat(100_000);
+        let start = std::time::Instant::now();
+        let mut parser = Parser::new();
+        let mut items = Vec::new();
+        parser.feed(first.as_bytes(), &mut items).unwrap();
+        parser.feed(b"data: end\n\n", &mut items).unwrap();
+        assert_eq!(items, [Item::Event(ev(None, "message", "end"))]);
+        assert!(start.elapsed() < std::time::Duration::from_secs(5), "{:?}", start.elapsed());
     }
 
     #[test]

@@ -17,6 +17,7 @@ struct Outcome {
     error: Option<SseError>,
     discarded_at_eof: bool,
     last_event_id: String,
+    reconnection_time: Option<u64>,
 }
 
 fn parse_chunks<'a>(limits: Limits, chunks: impl IntoIterator<Item = &'a [u8]>) -> Outcome {
@@ -30,8 +31,9 @@ fn parse_chunks<'a>(limits: Limits, chunks: impl IntoIterator<Item = &'a [u8]>) 
         }
     }
     let last_event_id = parser.last_event_id().to_owned();
+    let reconnection_time = parser.reconnection_time();
     let discarded_at_eof = parser.finish();
-    Outcome { items, error, discarded_at_eof, last_event_id }
+    Outcome { items, error, discarded_at_eof, last_event_id, reconnection_time }
 }
 
 /// Splits `bytes` at the given points (any order, duplicates allowed, so
@@ -153,7 +155,11 @@ proptest! {
         let whole = parse_chunks(limits, [bytes.as_slice()]);
         let chunks = split_at_points(&bytes, &points);
         let chunked = parse_chunks(limits, chunks.iter().map(Vec::as_slice));
-        prop_assert_eq!(chunked, whole);
+        prop_assert_eq!(&chunked, &whole);
+        // Byte by byte no block is ever whole in one read: every line takes
+        // the line path, and blocks read in place must agree with it.
+        let bytewise = parse_chunks(limits, bytes.chunks(1));
+        prop_assert_eq!(&bytewise, &whole);
     }
 
     #[test]
