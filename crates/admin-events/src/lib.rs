@@ -235,12 +235,13 @@ fn push_admin_frame_text(out: &mut String, id: &str, json: &str) {
     out.push_str("\n\n");
 }
 
+/// A frame up to its id: the constant name, so nothing to check or split.
+const FRAME_HEAD: &str = "event: admin_event\nid: ";
+
 /// A frame up to its one data line's text: a constant name, digits and one
 /// line, so nothing to check or split.
 fn push_admin_frame_head(out: &mut String, id: &str) {
-    out.push_str("event: ");
-    out.push_str(ADMIN_EVENT_NAME);
-    out.push_str("\nid: ");
+    out.push_str(FRAME_HEAD);
     out.push_str(id);
     out.push_str("\ndata: ");
 }
@@ -415,18 +416,24 @@ fn forward(
     out.push_str(prefix);
     match decoded {
         Some(json) => push_admin_frame_text(out, id_text, &json),
+        // Adjacent constant pieces are one piece each: a push costs more than its bytes.
         None => {
-            push_admin_frame_head(out, id_text);
-            out.push_str("{\"id\":");
+            out.push_str(FRAME_HEAD);
+            out.push_str(id_text);
+            out.push_str("\ndata: {\"id\":");
             out.push_str(id_text);
             out.push_str(",\"type\":");
             push_json_str(out, event.event);
-            out.push_str(",\"timestamp\":");
             match &probe.timestamp {
-                Some(ts) => push_json_str(out, ts),
-                None => out.push_str("null"),
+                // A string the plain scan read holds no quote, backslash or
+                // control character: it needs no escape.
+                Some(ts) => {
+                    out.push_str(",\"timestamp\":\"");
+                    out.push_str(ts);
+                    out.push_str("\",\"data\":");
+                }
+                None => out.push_str(",\"timestamp\":null,\"data\":"),
             }
-            out.push_str(",\"data\":");
             out.push_str(event.data);
             out.push_str("}\n\n");
         }
@@ -983,6 +990,33 @@ mod tests {
         assert_eq!(blocks.len(), 4, "{out}");
         assert!(blocks[..3].iter().all(|b| b.starts_with(": t=7\nevent: admin_event\n")), "{out}");
         assert!(blocks[3].starts_with(": t=8\nevent: stream_error\n"), "{out}");
+    }
+
+    #[test]
+    fn a_plain_event_is_framed_with_its_data_as_written() {
+        let cases = [
+            ("turn.started", r#"{"session_id":"s_1", "timestamp":"2026-01-02T03:04:05Z","n":[1,{"x":null}]}"#),
+            ("system.reset", r#"{ "timestamp" : 7 }"#),
+            ("system.a\"b</script>", r#"{"timestamp":"é — 😀"}"#),
+            ("system.x", "{}"),
+        ];
+        for (i, (name, data)) in cases.into_iter().enumerate() {
+            let id = 41 + i;
+            let mut filter = AdminEventFilter::new(Some("s_1".into()));
+            let (out, _) = run(&mut filter, &[format!("id: {id}\nevent: {name}\ndata: {data}\n\n").as_bytes()]);
+            let v: Value = serde_json::from_str(data).unwrap();
+            let (name_json, ts_json) = (
+                serde_json::to_string(name).unwrap(),
+                match &v["timestamp"] {
+                    Value::String(ts) => serde_json::to_string(ts).unwrap(),
+                    _ => "null".into(),
+                },
+            );
+            let want = format!(
+                "event: {ADMIN_EVENT_NAME}\nid: {id}\ndata: {{\"id\":{id},\"type\":{name_json},\"timestamp\":{ts_json},\"data\":{data}}}\n\n"
+            );
+            assert_eq!(out, want);
+        }
     }
 
     #[test]
