@@ -20,7 +20,9 @@
 //! pinned jco in tests/runtimes), all and the direct read alternating in every
 //! round, with each one's ratio to the host and to the direct read. On the
 //! host and Spin the same stream also goes through a guest that only copies
-//! it (the probe's `/fetch`): the ceiling of any filter's ratio there.
+//! it (the probe's `/fetch`): the ceiling of any filter's ratio there. With
+//! `BENCH_BASELINE_MANIFEST=<spin.toml>`, another copy of the app (a baseline
+//! build) joins the rounds on the host and under Spin, with this / baseline.
 //!
 //! Each latency run also reports the hypervisor's steal during it: on a shared
 //! VM that, not the proxy, is what moves a p99 by milliseconds.
@@ -205,16 +207,21 @@ async fn runtimes(rounds: usize, direct: &str, script: &Arc<Mutex<Script>>, mock
     at_hand.extend(spin_bin().map(|bin| ("spin 4.0.2 (Spin app)", Runtime::Spin(bin))));
     at_hand.extend(portable::wasmtime_bin().map(|bin| ("wasmtime serve (portable)", Runtime::WasmtimeServe(bin))));
     at_hand.extend(portable::jco_bin().map(|bin| ("jco serve (portable)", Runtime::Jco(bin))));
+    let baseline = std::env::var_os("BENCH_BASELINE_MANIFEST").map(std::path::PathBuf::from);
     let mut apps = Vec::new();
     let ceiling = ceiling_site();
     for (name, runtime) in at_hand {
-        let app = TestApp::start_on(&runtime, app_options(manifest(), mock)).await.unwrap();
-        let url = app.url("/api/admin/events?session_id=s_bench");
-        throughput_then(&url, false, script, 200, true).await;
+        let spin_app = matches!(runtime, Runtime::Host | Runtime::Spin(_));
+        let builds = std::iter::once((name.to_string(), manifest()))
+            .chain(baseline.clone().filter(|_| spin_app).map(|b| (format!("{name}, baseline build"), b)));
+        for (name, manifest) in builds {
+            let app = TestApp::start_on(&runtime, app_options(manifest, mock)).await.unwrap();
+            let url = app.url("/api/admin/events?session_id=s_bench");
+            throughput_then(&url, false, script, 200, true).await;
+            apps.push(Reader { name, _app: app, url, rates: Vec::new(), upstream_form: false });
+        }
         // The same stream through a guest that only copies it, on the same
         // runtime: what any filter's ratio to the direct read is bounded by.
-        let spin_app = matches!(runtime, Runtime::Host | Runtime::Spin(_));
-        apps.push(Reader { name: name.to_string(), _app: app, url, rates: Vec::new(), upstream_form: false });
         if spin_app {
             let origin = format!("http://{}", mock.addr);
             let options = TestAppOptions::new(ceiling.join("spin.toml")).variable("origin", &origin);
@@ -259,6 +266,11 @@ async fn runtimes(rounds: usize, direct: &str, script: &Arc<Mutex<Script>>, mock
             "- {name}: median {:.0} events/s; {to_host:.3} of the host's, {to_direct:.3} of the direct read (medians of the per-round ratios)",
             median(rates.clone())
         );
+    }
+    for this in &apps {
+        let Some(base) = apps.iter().find(|b| b.name == format!("{}, baseline build", this.name)) else { continue };
+        let ratios: Vec<f64> = this.rates.iter().zip(&base.rates).map(|(t, b)| t / b).collect();
+        println!("- {}: this build / baseline build, median of the per-round ratios {:.3}", this.name, median(ratios));
     }
 }
 
