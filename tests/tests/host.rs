@@ -236,6 +236,10 @@ async fn outbound_requests_obey_the_allow_list() {
     assert_eq!(mock.requests().len(), 1);
     assert_eq!(mock.requests()[0].path_and_query, "/data");
     assert_eq!(mock.requests()[0].headers["host"], mock.addr.to_string(), "Host keeps the name the guest used");
+    // The benches' floor for a proxied answer: the same, answered whole.
+    let whole = client().get(app.url(&format!("/probe/fetch-whole?http://{}/w", mock.addr))).send().await.unwrap();
+    assert_eq!((whole.status().as_u16(), whole.text().await.unwrap()), (200, "from upstream".to_string()));
+    assert_eq!(mock.requests()[1].path_and_query, "/w");
 
     // The same host on another port is another origin: refused before any byte leaves.
     let denied = client().get(app.url(&format!("/probe/fetch?http://{}/data", other.addr))).send().await.unwrap();

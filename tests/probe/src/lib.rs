@@ -7,6 +7,8 @@
 //! - `/file?<path>`: read a file from the component's mounts
 //! - `/kv?<op>&<key>&<value>`: the default key-value store
 //! - `/fetch?<url>`: GET `url` and stream its body back chunk by chunk
+//! - `/fetch-whole?<url>`: GET `url` and answer its whole body at once: the
+//!   least a guest can do to proxy a small answer (the benches' floor)
 //! - `/echo`: stream the request body back as it arrives
 //! - `/sqlite?<database>&<statement>&<text params>...`: one statement, rows as JSON
 //! - `/now`: the wall clock in whole seconds since the epoch
@@ -102,6 +104,21 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
                     return;
                 }
             }
+        }
+        "/fetch-whole" => {
+            let url = args.first().cloned().unwrap_or_default();
+            let request = Request::builder().method(Method::Get).uri(url).build();
+            let upstream: IncomingResponse = match spin_sdk::http::send(request).await {
+                Ok(r) => r,
+                Err(e) => return reply(out, 502, format!("{e:?}")).await,
+            };
+            let status = upstream.status();
+            let Ok(body) = upstream.into_body().await else { return reply(out, 502, "body".into()).await };
+            let headers =
+                Fields::from_list(&[("content-type".to_string(), b"application/octet-stream".to_vec())]).unwrap();
+            let response = OutgoingResponse::new(headers);
+            response.set_status_code(status).unwrap();
+            let _ = out.set_with_body(response, body).await;
         }
         "/echo" => {
             let response = OutgoingResponse::new(Fields::new());

@@ -123,10 +123,13 @@ async fn scenarios(runtime: &str, app: &TestApp, upstream: &MockUpstream) -> Vec
     let br = || vec![("accept-encoding", "br".to_string())];
     vec![
         Scenario::new(format!("{runtime}: trivial component (probe /var)"), app.addr, TRIVIAL, vec![], 404).await,
+        // The least a guest does to proxy a small answer: one outbound GET,
+        // its whole body answered at once (streamed, the probe's `/fetch` would
+        // send the head and body in two writes, which Nagle holds ~40 ms under Spin).
         Scenario::new(
-            format!("{runtime}: proxied GET (probe /fetch -> upstream)"),
+            format!("{runtime}: proxied GET (probe /fetch-whole -> upstream)"),
             app.addr,
-            &format!("/probe/fetch?http://{}/", upstream.addr),
+            &format!("/probe/fetch-whole?http://{}/", upstream.addr),
             vec![],
             200,
         )
@@ -332,9 +335,10 @@ async fn main() {
     }
     if baseline.is_some() {
         let by = |name: &str| all.iter().find(|s| s.name == name).expect("measured");
-        for route in
-            ["console GET /api/sessions/s_1/tools (debug-api -> upstream)", "proxied GET (probe /fetch -> upstream)"]
-        {
+        for route in [
+            "console GET /api/sessions/s_1/tools (debug-api -> upstream)",
+            "proxied GET (probe /fetch-whole -> upstream)",
+        ] {
             let (this, before) =
                 (by(&format!("spin 4.0.2: {route}")), by(&format!("spin 4.0.2, baseline build: {route}")));
             println!(
@@ -462,7 +466,8 @@ upstream_timeout_ms = "10000"
 sse_keepalive_ms = "15000"
 "#,
         static_wasm = wasm("static_files.wasm"),
-        probe_wasm = wasm("probe.wasm"),
+        // The probe is the bench's fixture, not the build under test: always this one.
+        probe_wasm = require_wasm("probe.wasm").display(),
         debug_api_wasm = wasm("debug_api.wasm"),
     );
     std::fs::write(dir.join("spin.toml"), manifest).unwrap();
