@@ -124,7 +124,10 @@ impl<'a> Scan<'a> {
     }
 
     /// A string without escapes: its text between the quotes. A control
-    /// character inside is an error, as in any JSON reader.
+    /// character inside is an error, as in any JSON reader. Always inlined,
+    /// as are the small steps below: built for size, LLVM keeps each a call,
+    /// and a call's `Option<&str>` comes back through linear memory.
+    #[inline(always)]
     fn string(&mut self) -> Option<&'a str> {
         self.expect(b'"')?;
         let start = self.at;
@@ -186,22 +189,26 @@ impl<'a> Scan<'a> {
         }
     }
 
+    #[inline(always)]
     fn skip_space(&mut self) {
         while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
             self.at += 1;
         }
     }
 
+    #[inline(always)]
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.at).copied()
     }
 
+    #[inline(always)]
     fn next(&mut self) -> Option<u8> {
         let b = self.peek()?;
         self.at += 1;
         Some(b)
     }
 
+    #[inline(always)]
     fn expect(&mut self, want: u8) -> Option<()> {
         (self.next()? == want).then_some(())
     }
@@ -214,6 +221,7 @@ impl<'a> Scan<'a> {
 /// flagged when it is below 0x20 or when it is a quote (its XOR with `"` is
 /// zero). A flag is exact for the lowest flagged byte, since a borrow only
 /// carries upward, so that byte is the answer.
+#[inline(always)]
 fn quote_or_control(bytes: &[u8]) -> Option<usize> {
     const ONES: u64 = u64::from_le_bytes([0x01; 8]);
     const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
