@@ -316,6 +316,8 @@ impl Parser {
         }
         // Left to the line path from here on, unless read whole below.
         self.by_line = true;
+        // The values as ranges of the block, which is checked as UTF-8 once:
+        // pieces of valid text cut at ASCII bytes are valid text.
         let (mut event, mut data, mut id, mut retry) = (None, None, None, None);
         let mut at = 0;
         let used = loop {
@@ -323,26 +325,33 @@ impl Parser {
             if chunk[end] == b'\r' || end - at > self.limits.max_line_bytes {
                 return None;
             }
-            let line = &chunk[at..end];
+            let start = at;
             at = end + 1;
-            let Some(&first) = line.first() else { break at };
-            if first == b':' {
+            if start == end {
+                break at;
+            }
+            if chunk[start] == b':' {
                 return None;
             }
-            let (name, value) = match memchr::memchr(b':', line) {
-                Some(colon) => (&line[..colon], strip_one_space(&line[colon + 1..])),
-                None => (line, &[][..]),
+            let (name, value) = match memchr::memchr(b':', &chunk[start..end]) {
+                Some(colon) => {
+                    // One space after the colon is not part of the value.
+                    let value = start + colon + 1;
+                    (start..start + colon, value + usize::from(value < end && chunk[value] == b' ')..end)
+                }
+                None => (start..end, end..end),
             };
-            match name {
+            match &chunk[name] {
                 b"data" if data.is_none() && value.len() < self.limits.max_event_bytes => data = Some(value),
                 b"data" => return None,
                 b"event" => event = Some(value),
-                b"id" if !value.contains(&0) => id = Some(value),
-                b"retry" => retry = parse_ascii_digits(value).or(retry),
+                b"id" if !chunk[value.clone()].contains(&0) => id = Some(value),
+                b"retry" => retry = parse_ascii_digits(&chunk[value]).or(retry),
                 _ => {}
             }
         };
-        let (Ok(event), Ok(data), Ok(id)) = (utf8(event), utf8(data), utf8(id)) else { return None };
+        let text = std::str::from_utf8(&chunk[..used]).ok()?;
+        let (event, data, id) = (event.map(|r| &text[r]), data.map(|r| &text[r]), id.map(|r| &text[r]));
         self.by_line = false;
         if let Some(id) = id {
             self.last_event_id.clear();
@@ -482,10 +491,6 @@ fn push_lossy(dst: &mut String, bytes: &[u8]) {
             dst.push(char::REPLACEMENT_CHARACTER);
         }
     }
-}
-
-fn utf8(bytes: Option<&[u8]>) -> Result<Option<&str>, std::str::Utf8Error> {
-    bytes.map(std::str::from_utf8).transpose()
 }
 
 /// A non-empty all-ASCII-digit value as u64; `None` otherwise or on overflow
