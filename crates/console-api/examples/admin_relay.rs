@@ -52,7 +52,10 @@ fn pass(stage: &str, reads: &[&[u8]], out: &mut String, count: bool) -> u64 {
             }
         }
         _ => {
-            let mut relay = AdminRelay::new(Some("s_bench".into()), Redactor::new(["sekrit-admin-key-0123456789"]));
+            let mut relay = AdminRelay::new(
+                Some("s_bench".into()),
+                Redactor::new(["bench-consumer-key-0123", "sekrit-admin-key-0123456789"]),
+            );
             for read in reads {
                 assert_eq!(relay.feed(read, 1, out), RelayFlow::Continue);
                 frames(out);

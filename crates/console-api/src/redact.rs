@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 
+use memchr::arch::all::packedpair::Pair;
 use memchr::{memchr, memchr2, memmem};
 
 pub const REDACTED: &str = "[redacted]";
@@ -26,6 +27,10 @@ pub struct Redactor {
     /// escaped form where that differs. One searcher each, built once: the
     /// relays scan every frame.
     finders: Vec<memmem::Finder<'static>>,
+    /// Two or three forms, each with its rarest byte and where that byte
+    /// stands in it: [`Redactor::found`] looks for all of them in one pass
+    /// (one form alone is memmem's own case).
+    rare: Vec<(u8, usize)>,
 }
 
 impl Redactor {
@@ -44,12 +49,43 @@ impl Redactor {
             }
         }
         forms.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        let finders = forms.iter().map(|s| memmem::Finder::new(s.as_bytes()).into_owned()).collect();
-        Self { secrets, finders }
+        let finders: Vec<_> = forms.iter().map(|s| memmem::Finder::new(s.as_bytes()).into_owned()).collect();
+        // memchr's own ranking of bytes by how common they are in text.
+        let rarest = |form: &String| {
+            let at = usize::from(Pair::new(form.as_bytes())?.index1());
+            Some((form.as_bytes()[at], at))
+        };
+        let rare = match forms.len() {
+            2..=3 => forms.iter().map(rarest).collect::<Option<Vec<_>>>().unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        Self { secrets, finders, rare }
     }
 
+    /// Whether any form of a key is in `bytes`. Two or three forms are
+    /// looked for in one pass: one memchr for their rarest bytes, each place one
+    /// stands checked for its whole form. In text where those bytes are
+    /// common (more than one place in 64 bytes, past the first 16), each
+    /// form is searched with its own memmem instead, whose worst case is
+    /// linear, so no text makes the pass slower than that by more than its
+    /// first checks.
     fn found(&self, bytes: &[u8]) -> bool {
-        self.finders.iter().any(|f| f.find(bytes).is_some())
+        let each = || self.finders.iter().any(|f| f.find(bytes).is_some());
+        let [first, ..] = self.rare[..] else { return each() };
+        let byte = |i: usize| self.rare.get(i).map_or(first.0, |r| r.0);
+        let mut checks = 0;
+        for place in memchr::memchr3_iter(byte(0), byte(1), byte(2), bytes) {
+            for (finder, &(rare, at)) in self.finders.iter().zip(&self.rare) {
+                if bytes[place] == rare && place >= at && bytes[place - at..].starts_with(finder.needle()) {
+                    return true;
+                }
+            }
+            checks += 1;
+            if checks > 16 + place / 64 {
+                return each();
+            }
+        }
+        false
     }
 
     /// Returns `text` with every key replaced, as text (an event name, a
@@ -296,5 +332,48 @@ mod tests {
         assert_eq!(joined.flush(), None);
         assert_eq!(joined.push(&r(), "adm"), "");
         assert_eq!(joined.push(&r(), "iral"), "admiral");
+    }
+
+    /// What `found` must answer: whether any form is anywhere in `text`.
+    fn anywhere(r: &Redactor, text: &[u8]) -> bool {
+        r.finders.iter().any(|f| text.windows(f.needle().len()).any(|w| w == f.needle()))
+    }
+
+    #[test]
+    fn one_pass_looks_for_every_form_and_texts_full_of_rare_bytes_fall_back() {
+        let r = r();
+        assert_eq!(r.rare.len(), 2, "two keys, one pass");
+        for (byte, at) in &r.rare {
+            // The rare byte alone, thousands of times: the fallback, then a key at the very end.
+            let mut text = vec![*byte; 5000];
+            assert!(!r.found(&text));
+            text.extend_from_slice(CONSUMER.as_bytes());
+            assert!(r.found(&text));
+            // A key whose rare byte is the text's first byte cannot start before it.
+            assert!(*at < ADMIN.len().max(CONSUMER.len()));
+        }
+        assert!(r.found(format!("x{ADMIN}").as_bytes()) && r.found(CONSUMER.as_bytes()));
+        assert!(!r.found(b"admin-key-12 consumer-45"));
+        // Four forms (both keys have a JSON-escaped form): one memmem each.
+        let quoted = Redactor::new(["quo\"te-key", "back\\slash-key"]);
+        assert!(quoted.rare.is_empty() && quoted.found(br#"x quo\"te-key"#) && !quoted.found(b"quote-key"));
+    }
+
+    use proptest::strategy::Strategy;
+
+    proptest::proptest! {
+        #[test]
+        fn one_pass_finds_exactly_what_a_search_for_each_form_finds(pieces in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::sample::select(vec![ADMIN, CONSUMER, "admin-", "-key-12", "key-123", "consumer", "-456", "k", "5", "-"])
+                    .prop_map(str::to_string),
+                "[a-z0-9 -]{0,6}",
+            ],
+            0..60,
+        )) {
+            let r = r();
+            let text = pieces.concat();
+            proptest::prop_assert_eq!(r.found(text.as_bytes()), anywhere(&r, text.as_bytes()), "{:?}", text);
+        }
     }
 }
