@@ -241,6 +241,7 @@ async fn runtimes(rounds: usize, direct: &str, script: &Arc<Mutex<Script>>, mock
         "---|".repeat(names.len())
     );
     let mut direct_rates = Vec::new();
+    let stolen_before = steal_ms();
     for round in 0..rounds {
         let direct_rate = throughput(direct, true, script, flood).await;
         direct_rates.push(direct_rate);
@@ -257,6 +258,7 @@ async fn runtimes(rounds: usize, direct: &str, script: &Arc<Mutex<Script>>, mock
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
+    println!("\nsteal during the rounds: {} ms", steal_since(stolen_before));
     println!();
     let host = apps[0].rates.clone();
     for Reader { name, rates, .. } in &apps {
