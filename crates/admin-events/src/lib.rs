@@ -416,11 +416,11 @@ fn forward(
     out.push_str(prefix);
     match decoded {
         Some(json) => push_admin_frame_text(out, id_text, &json),
-        // Adjacent constant pieces are one piece each: a push costs more than its bytes.
+        // After the head every frame shares, adjacent constant pieces are one
+        // piece each: a push costs more than its bytes.
         None => {
-            out.push_str(FRAME_HEAD);
-            out.push_str(id_text);
-            out.push_str("\ndata: {\"id\":");
+            push_admin_frame_head(out, id_text);
+            out.push_str("{\"id\":");
             out.push_str(id_text);
             out.push_str(",\"type\":");
             push_json_str(out, event.event);
