@@ -33,6 +33,21 @@ async fn reply(out: ResponseOutparam, status: u16, body: String) {
     let _ = out.set_with_body(response, body.into_bytes()).await;
 }
 
+/// GET the URL in the query's first part.
+async fn get(args: &[String]) -> Result<IncomingResponse, String> {
+    let url = args.first().cloned().unwrap_or_default();
+    let request = Request::builder().method(Method::Get).uri(url).build();
+    spin_sdk::http::send(request).await.map_err(|e: spin_sdk::http::SendError| format!("{e:?}"))
+}
+
+/// A response head for relayed bytes, with `status`.
+fn octet_stream(status: u16) -> OutgoingResponse {
+    let headers = Fields::from_list(&[("content-type".to_string(), b"application/octet-stream".to_vec())]).unwrap();
+    let response = OutgoingResponse::new(headers);
+    response.set_status_code(status).unwrap();
+    response
+}
+
 #[http_component]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let path_info =
@@ -85,16 +100,11 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
             }
         }
         "/fetch" => {
-            let url = args.first().cloned().unwrap_or_default();
-            let request = Request::builder().method(Method::Get).uri(url).build();
-            let upstream: IncomingResponse = match spin_sdk::http::send(request).await {
+            let upstream = match get(&args).await {
                 Ok(r) => r,
-                Err(e) => return reply(out, 502, format!("{e:?}")).await,
+                Err(e) => return reply(out, 502, e).await,
             };
-            let headers =
-                Fields::from_list(&[("content-type".to_string(), b"application/octet-stream".to_vec())]).unwrap();
-            let response = OutgoingResponse::new(headers);
-            response.set_status_code(upstream.status()).unwrap();
+            let response = octet_stream(upstream.status());
             let mut body = response.take_body();
             out.set(response);
             // Keep `upstream` alive while streaming (dropping it cancels the request).
@@ -106,19 +116,13 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
             }
         }
         "/fetch-whole" => {
-            let url = args.first().cloned().unwrap_or_default();
-            let request = Request::builder().method(Method::Get).uri(url).build();
-            let upstream: IncomingResponse = match spin_sdk::http::send(request).await {
+            let upstream = match get(&args).await {
                 Ok(r) => r,
-                Err(e) => return reply(out, 502, format!("{e:?}")).await,
+                Err(e) => return reply(out, 502, e).await,
             };
             let status = upstream.status();
             let Ok(body) = upstream.into_body().await else { return reply(out, 502, "body".into()).await };
-            let headers =
-                Fields::from_list(&[("content-type".to_string(), b"application/octet-stream".to_vec())]).unwrap();
-            let response = OutgoingResponse::new(headers);
-            response.set_status_code(status).unwrap();
-            let _ = out.set_with_body(response, body).await;
+            let _ = out.set_with_body(octet_stream(status), body).await;
         }
         "/echo" => {
             let response = OutgoingResponse::new(Fields::new());
