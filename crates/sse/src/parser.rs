@@ -8,6 +8,7 @@
 //! result, whatever the chunk boundaries are.
 
 use std::fmt;
+use std::ops::Range;
 
 /// Default bound for one line and for one event's accumulated `data`.
 pub const DEFAULT_MAX_BYTES: usize = 1 << 20;
@@ -308,7 +309,7 @@ impl Parser {
     /// used, or `None`, having changed nothing, when the block is for the
     /// line path: cut by the chunk's end, or with a CR, a comment, a second
     /// `data` line, text that is not UTF-8 or a value past the limits. Both
-    /// paths apply the same field rules ([`Parser::process_line`]).
+    /// paths read each line by the same rules ([`field`]).
     fn block_in_place(&mut self, chunk: &[u8], on_item: &mut dyn FnMut(ItemRef<'_>)) -> Option<usize> {
         let idle = self.line.is_empty() && self.data.is_empty() && self.event_type.is_empty();
         if self.by_line || !idle || self.event_retry.is_some() {
@@ -333,21 +334,15 @@ impl Parser {
             if chunk[start] == b':' {
                 return None;
             }
-            let (name, value) = match memchr::memchr(b':', &chunk[start..end]) {
-                Some(colon) => {
-                    // One space after the colon is not part of the value.
-                    let value = start + colon + 1;
-                    (start..start + colon, value + usize::from(value < end && chunk[value] == b' ')..end)
-                }
-                None => (start..end, end..end),
-            };
-            match &chunk[name] {
-                b"data" if data.is_none() && value.len() < self.limits.max_event_bytes => data = Some(value),
-                b"data" => return None,
-                b"event" => event = Some(value),
-                b"id" if !chunk[value.clone()].contains(&0) => id = Some(value),
-                b"retry" => retry = parse_ascii_digits(&chunk[value]).or(retry),
-                _ => {}
+            let (field, value) = field(&chunk[start..end]);
+            let value = start + value.start..start + value.end;
+            match field {
+                Field::Data if data.is_none() && value.len() < self.limits.max_event_bytes => data = Some(value),
+                Field::Data => return None,
+                Field::Event => event = Some(value),
+                Field::Id => id = Some(value),
+                Field::Retry(ms) => retry = ms.or(retry),
+                Field::Ignored => {}
             }
         };
         let text = std::str::from_utf8(&chunk[..used]).ok()?;
@@ -408,12 +403,10 @@ impl Parser {
             on_item(ItemRef::Comment(&text));
             return Ok(());
         }
-        let (name, value) = match memchr::memchr(b':', line) {
-            Some(colon) => (&line[..colon], strip_one_space(&line[colon + 1..])),
-            None => (line, &[][..]),
-        };
-        match name {
-            b"data" => {
+        let (field, value) = field(line);
+        let value = &line[value];
+        match field {
+            Field::Data => {
                 let too_large = SseError::EventTooLarge { limit: self.limits.max_event_bytes };
                 // Checked before growing; checked again after, because each
                 // invalid byte decodes to a 3-byte replacement character.
@@ -426,23 +419,19 @@ impl Parser {
                     return Err(too_large);
                 }
             }
-            b"event" => {
+            Field::Event => {
                 self.event_type.clear();
                 push_lossy(&mut self.event_type, value);
             }
-            // An id containing NUL is ignored (it could not round-trip as a
-            // Last-Event-ID header).
-            b"id" if !value.contains(&0) => {
+            Field::Id => {
                 self.last_event_id.clear();
                 push_lossy(&mut self.last_event_id, value);
             }
-            b"retry" => {
-                if let Some(ms) = parse_ascii_digits(value) {
-                    self.event_retry = Some(ms);
-                    self.reconnection_time = Some(ms);
-                }
+            Field::Retry(Some(ms)) => {
+                self.event_retry = Some(ms);
+                self.reconnection_time = Some(ms);
             }
-            _ => {} // unknown fields are ignored
+            Field::Retry(None) | Field::Ignored => {}
         }
         Ok(())
     }
@@ -468,6 +457,41 @@ impl Parser {
         }
         self.event_type.clear();
     }
+}
+
+/// What a field line (not a comment) sets, by the spec's field rules, which
+/// both of the parser's paths apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Data,
+    Event,
+    Id,
+    /// The reconnection time, when the value is all ASCII digits and fits.
+    Retry(Option<u64>),
+    /// An unknown field, or an id with a NUL (it could not round-trip as a
+    /// `Last-Event-ID` header).
+    Ignored,
+}
+
+/// A field line's field and where its value is in it: after the first colon
+/// and one space, or empty when there is no colon.
+#[inline(always)]
+fn field(line: &[u8]) -> (Field, Range<usize>) {
+    let (name, value) = match memchr::memchr(b':', line) {
+        Some(colon) => {
+            let value = colon + 1;
+            (&line[..colon], value + usize::from(line.get(value) == Some(&b' '))..line.len())
+        }
+        None => (line, line.len()..line.len()),
+    };
+    let field = match name {
+        b"data" => Field::Data,
+        b"event" => Field::Event,
+        b"id" if !line[value.clone()].contains(&0) => Field::Id,
+        b"retry" => Field::Retry(parse_ascii_digits(&line[value.clone()])),
+        _ => Field::Ignored,
+    };
+    (field, value)
 }
 
 fn strip_one_space(value: &[u8]) -> &[u8] {
