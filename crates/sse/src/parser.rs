@@ -478,10 +478,7 @@ enum Field {
 #[inline(always)]
 fn field(line: &[u8]) -> (Field, Range<usize>) {
     let (name, value) = match memchr::memchr(b':', line) {
-        Some(colon) => {
-            let value = colon + 1;
-            (&line[..colon], value + usize::from(line.get(value) == Some(&b' '))..line.len())
-        }
+        Some(colon) => (&line[..colon], line.len() - strip_one_space(&line[colon + 1..]).len()..line.len()),
         None => (line, line.len()..line.len()),
     };
     let field = match name {

@@ -37,7 +37,7 @@ async fn reply(out: ResponseOutparam, status: u16, body: String) {
 async fn get(args: &[String]) -> Result<IncomingResponse, String> {
     let url = args.first().cloned().unwrap_or_default();
     let request = Request::builder().method(Method::Get).uri(url).build();
-    spin_sdk::http::send(request).await.map_err(|e: spin_sdk::http::SendError| format!("{e:?}"))
+    spin_sdk::http::send(request).await.map_err(|e| format!("{e:?}"))
 }
 
 /// A response head for relayed bytes, with `status`.
